@@ -1,0 +1,40 @@
+# The two commands of the README's quick start:
+#   make serve   creates .venv, installs the engine, runs `engine serve` on SQLite
+#   make test    creates .venv, installs the engine with test extras, runs the tests
+# Both install what they need on a fresh machine (python3 with venv).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: serve test lint typecheck check bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+serve: $(BIN)/.installed
+	$(BIN)/engine serve
+
+check: $(BIN)/.installed
+	$(BIN)/engine check
+
+# pytest exits 5 when it collected no tests: that is a failure here, never a pass.
+test: $(BIN)/.installed
+	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy
+
+bench: $(BIN)/.installed
+	$(BIN)/python bench/check.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

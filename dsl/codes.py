@@ -1,0 +1,60 @@
+"""The catalogue of diagnostic codes. Every code a diagnostic carries is listed here
+with a one-line title; docs/rules.md explains each with an example and a fix."""
+
+from __future__ import annotations
+
+CODES: dict[str, str] = {
+    # syntax
+    "E0001": "syntax error",
+    "E0002": "inconsistent indentation",
+    # loop settings
+    "E0101": "unknown loop setting",
+    "E0102": "setting given twice or conflicting",
+    "E0103": "loop without a trigger",
+    "E0104": "loop must emit exactly one event type",
+    "E0105": "wrong arguments or value for a setting",
+    # values and references to the registry
+    "E0201": "unparseable duration or cadence",
+    "E0202": "bad cron expression",
+    "E0203": "unknown (unregistered) event type",
+    "E0204": "unknown time zone",
+    "E0205": "bad timestamp",
+    "E0206": "tick payload does not fit the event type's input schema",
+    "E0207": "invalid loop name",
+    # approval safety
+    "E0301": "approval auto on a loop that is not enabled",
+    "E0302": "approval auto on a human-approval-only event type or definition",
+    "E0303": "approval auto on a route to a mutating definition",
+    # duplicates
+    "E0401": "duplicate loop",
+    "E0402": "duplicate route",
+    "E0403": "duplicate chain edge",
+    "E0404": "duplicate webhook table",
+    # definitions and routes
+    "E0501": "unknown definition",
+    "E0502": "unknown definition version",
+    "E0503": "chain on an outcome the definition does not declare",
+    "E0504": "event type without a route",
+    "E0505": "malformed definition reference",
+    # expressions
+    "E0601": "unknown name in an expression",
+    "E0602": "bad string template",
+    "E0603": "unknown function",
+    "E0604": "duplicate key in an object",
+    "E0606": "unknown collection in a for block",
+    "E0607": "expression failed while expanding",
+    # webhooks
+    "E0701": "unknown webhook source",
+    # the overlay (config/schedule.yaml)
+    "E0801": "overlay changes a pinned field of a kernel loop",
+    "E0802": "invalid overlay entry",
+    "E0803": "incomplete new overlay loop",
+    "E0804": "inconsistent overlay loop fields",
+    # files
+    "E0900": "rules or registry directory not found",
+    "E0901": "invalid YAML",
+    "E0902": "invalid registry or configuration entry",
+    "E0903": "invalid or missing JSON Schema",
+    "E0904": "unknown output contract",
+    "E0906": "duplicate registry entry",
+}

@@ -1,0 +1,114 @@
+"""Diagnostics: one error type that carries a location, renders the source line with a
+caret, and collects every problem of a run so `engine check` reports them all at once."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A place in a source file; line and column are 1-based."""
+
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One problem found in a rule, registry or configuration file."""
+
+    code: str
+    message: str
+    span: Span
+    source_line: str = ""
+    hint: str | None = None
+    severity: str = "error"
+
+    def render(self) -> str:
+        """Render as `file:line:col: error[CODE]: message`, the line, a caret, and a hint."""
+        head = f"{self.span}: {self.severity}[{self.code}]: {self.message}"
+        lines = [head]
+        if self.source_line:
+            gutter = str(self.span.line)
+            pad = " " * len(gutter)
+            text = self.source_line.rstrip("\n").expandtabs(1)
+            caret = " " * max(self.span.column - 1, 0) + "^"
+            lines += [f"{pad} |", f"{gutter} | {text}", f"{pad} | {caret}"]
+        if self.hint:
+            lines.append(f"  help: {self.hint}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "file": self.span.file,
+            "line": self.span.line,
+            "column": self.span.column,
+            "hint": self.hint,
+        }
+
+
+class RulesError(Exception):
+    """Raised when rule, registry or configuration files do not load; carries every
+    diagnostic found, in file order."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+        self.diagnostics = tuple(sorted(diagnostics, key=_order))
+        count = len(self.diagnostics)
+        first = self.diagnostics[0].render() if self.diagnostics else ""
+        super().__init__(f"{count} error(s) in rules\n{first}")
+
+    def render(self) -> str:
+        return "\n\n".join(d.render() for d in self.diagnostics)
+
+
+def _order(d: Diagnostic) -> tuple[str, int, int, str]:
+    return (d.span.file, d.span.line, d.span.column, d.code)
+
+
+@dataclass
+class Sources:
+    """Source text by file name, so diagnostics can quote the offending line."""
+
+    texts: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, file: str, text: str) -> None:
+        self.texts[file] = text.splitlines()
+
+    def line(self, file: str, line: int) -> str:
+        lines = self.texts.get(file, [])
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+@dataclass
+class Collector:
+    """Accumulates diagnostics; `raise_if_any` fails closed at the end of a phase."""
+
+    sources: Sources = field(default_factory=Sources)
+    items: list[Diagnostic] = field(default_factory=list)
+
+    def error(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
+        source = self.sources.line(span.file, span.line)
+        self.items.append(Diagnostic(code, message, span, source, hint))
+
+    def extend(self, diagnostics: Iterable[Diagnostic]) -> None:
+        self.items.extend(diagnostics)
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise RulesError(self.items)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """A `did you mean 'x'?` hint for the closest choice, or None."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None

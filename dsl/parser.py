@@ -1,0 +1,419 @@
+"""Parse rule files with the Lark grammar in `rules.lark` into `dsl.model` values.
+
+`parse(text, path)` returns a RuleFile or raises RulesError with located diagnostics;
+it never raises anything else, whatever the text."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from lark import Lark, Token, Transformer, Tree, v_args
+from lark.exceptions import (
+    LarkError,
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
+from lark.indenter import DedentError, Indenter
+
+from dsl import expr as ex
+from dsl import model as m
+from dsl.diagnostics import Collector, RulesError, Span
+
+
+class _RulesIndenter(Indenter):
+    NL_type = "_NL"
+    OPEN_PAREN_types = ["LPAR", "LSQB", "LBRACE"]
+    CLOSE_PAREN_types = ["RPAR", "RSQB", "RBRACE"]
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+
+@cache
+def _lark() -> Lark:
+    grammar = resources.files("dsl").joinpath("rules.lark").read_text(encoding="utf-8")
+    return Lark(
+        grammar,
+        parser="lalr",
+        postlex=_RulesIndenter(),
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+# Readable names for terminals in "expected ..." messages.
+_TOKEN_NAMES = {
+    "_NL": "end of line",
+    "_INDENT": "an indented block",
+    "_DEDENT": "end of block",
+    "$END": "end of file",
+    "LOOP_NAME": "a loop name",
+    "KEY": "a setting such as 'every'",
+    "WORD": "a word",
+    "NAME": "a name",
+    "STRING": 'a "string"',
+    "NUMBER": "a number",
+    "INT": "a whole number",
+    "COMPARE": "a comparison",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COMMA": "','",
+    "COLON": "':'",
+    "DOT": "'.'",
+    "EQUAL": "'='",
+}
+
+
+def _describe_expected(expected: set[str]) -> str:
+    names: set[str] = set()
+    for name in expected:
+        if name in _TOKEN_NAMES:
+            names.add(_TOKEN_NAMES[name])
+            continue
+        try:
+            pattern = _lark().get_terminal(name).pattern
+        except KeyError:  # pragma: no cover - every expected name is a terminal
+            names.add(name.lower())
+            continue
+        names.add(f"'{pattern.value}'" if pattern.type == "str" else name.lower())
+    ordered = sorted(names)
+    if len(ordered) > 6:
+        ordered = [*ordered[:6], "..."]
+    return ", ".join(ordered)
+
+
+def _syntax_diagnostic(err: UnexpectedInput, path: str, text: str) -> tuple[Span, str, str | None]:
+    line = getattr(err, "line", 0) or 0
+    column = getattr(err, "column", 0) or 0
+    if line <= 0:  # end of file
+        lines = text.splitlines() or [""]
+        line, column = len(lines), len(lines[-1]) + 1
+    span = Span(path, line, max(column, 1))
+    if isinstance(err, UnexpectedCharacters):
+        pos = err.pos_in_stream or 0
+        char = text[pos] if pos < len(text) else ""
+        return span, f"unexpected character {char!r}", _describe_hint(err.allowed)
+    if isinstance(err, UnexpectedToken):
+        token = err.token
+        if token.type == "$END":
+            return span, "unexpected end of file", _describe_hint(err.expected)
+        if token.type == "_INDENT":
+            span = Span(path, line + 1, 1)
+            return span, "unexpected indentation", "only loop, for, chain and webhook blocks indent"
+        shown = "end of line" if token.type == "_NL" else repr(str(token).strip())
+        return span, f"unexpected {shown}", _describe_hint(err.expected)
+    if isinstance(err, UnexpectedEOF):
+        return span, "unexpected end of file", _describe_hint(set(err.expected))
+    return span, "syntax error", None  # pragma: no cover
+
+
+def _describe_hint(expected: Any) -> str | None:
+    names = {str(e) for e in expected or ()}
+    return f"expected {_describe_expected(names)}" if names else None
+
+
+def parse(text: str, path: str) -> m.RuleFile:
+    """Parse one rule file. Raises RulesError (only) when the text is not valid syntax."""
+    collector = Collector()
+    collector.sources.add(path, text)
+    if not text.endswith("\n"):
+        text += "\n"
+    try:
+        tree = _lark().parse(text)
+        result: m.RuleFile = _Builder(path).transform(tree)
+    except UnexpectedInput as err:
+        span, message, hint = _syntax_diagnostic(err, path, text)
+        collector.error("E0001", message, span, hint)
+    except DedentError as err:
+        line = _dedent_line(text, str(err))
+        collector.error(
+            "E0002",
+            "inconsistent indentation: this line does not line up with an enclosing block",
+            Span(path, line, 1),
+            "indent every line of a block by the same amount",
+        )
+    except VisitError as err:
+        orig = err.orig_exc
+        if isinstance(orig, _BuildError):
+            collector.error(orig.code, orig.message, orig.span, orig.hint)
+        else:  # pragma: no cover - a bug in the builder, reported rather than raised
+            collector.error("E0001", f"could not read this file: {orig}", Span(path, 1, 1))
+    except LarkError as err:  # pragma: no cover - any other parser failure stays typed
+        collector.error("E0001", f"could not parse: {err}", Span(path, 1, 1))
+    collector.raise_if_any()
+    return result
+
+
+def _dedent_line(text: str, message: str) -> int:
+    """Lark's DedentError carries no position; find the first line whose indentation
+    matches no enclosing level."""
+    levels = [0]
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.lstrip(" \t")
+        if not stripped or stripped.startswith("#"):
+            continue
+        width = len(raw[: len(raw) - len(stripped)].expandtabs(8))
+        if width > levels[-1]:
+            levels.append(width)
+            continue
+        while width < levels[-1]:
+            levels.pop()
+        if width != levels[-1]:
+            return number
+    return 1
+
+
+class _BuildError(Exception):
+    def __init__(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
+        self.code, self.message, self.span, self.hint = code, message, span, hint
+        super().__init__(message)
+
+
+def _unquote(token: Token) -> str:
+    body = str(token)[1:-1]
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append({"n": "\n", "t": "\t"}.get(nxt, nxt))
+            i += 2
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out)
+
+
+@v_args(inline=True)
+class _Builder(Transformer[Token, Any]):
+    """Turns the parse tree into model values; every value keeps its span."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self._file = path
+
+    def _span(self, item: Token | Tree[Any] | Any) -> Span:
+        if isinstance(item, Token):
+            return Span(self._file, item.line or 1, item.column or 1)
+        meta = getattr(item, "meta", None)
+        if meta is not None and not meta.empty:
+            return Span(self._file, meta.line, meta.column)
+        span = getattr(item, "span", None)
+        if isinstance(span, Span):
+            return span
+        return Span(self._file, 1, 1)
+
+    # ---- file ----------------------------------------------------------------
+    def start(self, *decls: m.Decl) -> m.RuleFile:
+        return m.RuleFile(self._file, tuple(decls))
+
+    # ---- loops ---------------------------------------------------------------
+    def loop(self, name: Token, *lines: m.Emit | m.Setting) -> m.LoopDecl:
+        emits = tuple(line for line in lines if isinstance(line, m.Emit))
+        settings = tuple(line for line in lines if isinstance(line, m.Setting))
+        span = self._span(name)
+        return m.LoopDecl(str(name), span, emits, settings, Span(self._file, span.line, 1))
+
+    def setting(self, key: Token, *args: Token | m.Arg) -> m.Setting:
+        built = tuple(a if isinstance(a, m.Arg) else self._word(a) for a in args)
+        return m.Setting(str(key), built, self._span(key))
+
+    def _word(self, token: Token) -> m.Arg:
+        return m.Arg("word", str(token), self._span(token))
+
+    def arg_string(self, token: Token) -> m.Arg:
+        return m.Arg("string", _unquote(token), self._span(token))
+
+    def where(self, expr: ex.Expr) -> ex.Expr:
+        return expr
+
+    def foreach(
+        self, var: Token, collection: Token, where: ex.Expr | None, *loops: m.LoopDecl
+    ) -> m.ForEach:
+        span = self._span(var)
+        return m.ForEach(
+            str(var),
+            str(collection),
+            self._span(collection),
+            where,
+            tuple(loops),
+            Span(self._file, span.line, 1),
+        )
+
+    # ---- routes, policies ------------------------------------------------------
+    def route(self, event_type: Token, definition: Token, approval: m.Arg | None) -> m.RouteDecl:
+        span = self._span(event_type)
+        return m.RouteDecl(
+            str(event_type),
+            span,
+            str(definition),
+            self._span(definition),
+            approval,
+            Span(self._file, span.line, 1),
+        )
+
+    def route_approval(self, word: Token) -> m.Arg:
+        return self._word(word)
+
+    def human_only(self, kind: Token | None, target: Token) -> m.HumanOnlyDecl:
+        span = self._span(target)
+        target_kind = "definition" if kind is not None else "event"
+        return m.HumanOnlyDecl(target_kind, str(target), span, Span(self._file, span.line, 1))
+
+    # ---- chains --------------------------------------------------------------
+    def chain(self, definition: Token, *rest: Token | m.Emit | m.Stop) -> m.ChainDecl:
+        outcomes = tuple(m.Outcome(str(t), self._span(t)) for t in rest if isinstance(t, Token))
+        emits = tuple(r for r in rest if isinstance(r, m.Emit))
+        stops = [r for r in rest if isinstance(r, m.Stop)]
+        span = self._span(definition)
+        return m.ChainDecl(
+            str(definition),
+            span,
+            outcomes,
+            emits,
+            stops[0] if stops else None,
+            Span(self._file, span.line, 1),
+        )
+
+    @v_args(meta=True)
+    def stop(self, meta: Any, children: list[Any]) -> m.Stop:
+        return m.Stop(Span(self._file, meta.line, meta.column))
+
+    # ---- webhooks ------------------------------------------------------------
+    def webhook(self, source: Token, kind: Token, *lines: m.WebhookLine) -> m.WebhookDecl:
+        span = self._span(source)
+        return m.WebhookDecl(
+            str(source), span, str(kind), tuple(lines), Span(self._file, span.line, 1)
+        )
+
+    def let(self, name: Token, value: ex.Expr) -> m.Let:
+        return m.Let(str(name), value, self._span(name))
+
+    def ignore(self, reason: Token, guard: m.Guard | None = None) -> m.Refusal:
+        return m.Refusal("ignore", str(reason), guard, self._span(reason))
+
+    def reject(self, reason: Token, guard: m.Guard | None = None) -> m.Refusal:
+        return m.Refusal("reject", str(reason), guard, self._span(reason))
+
+    # ---- emit ----------------------------------------------------------------
+    def emit(self, event_type: Token, *rest: Any) -> m.Emit:
+        subject = event_id = payload = guard = None
+        for item in rest:
+            if isinstance(item, tuple) and item[0] == "subject":
+                subject = item[1]
+            elif isinstance(item, tuple) and item[0] == "id":
+                event_id = item[1]
+            elif isinstance(item, ex.ObjectExpr):
+                payload = item
+            elif isinstance(item, m.Guard):
+                guard = item
+        span = self._span(event_type)
+        return m.Emit(str(event_type), span, subject, event_id, payload, guard, span)
+
+    def subject(self, value: ex.Expr) -> tuple[str, ex.Expr]:
+        return ("subject", value)
+
+    def event_id(self, value: ex.Expr) -> tuple[str, ex.Expr]:
+        return ("id", value)
+
+    def if_guard(self, expr: ex.Expr) -> m.Guard:
+        return m.Guard(expr, negate=False)
+
+    def unless_guard(self, expr: ex.Expr) -> m.Guard:
+        return m.Guard(expr, negate=True)
+
+    # ---- expressions ---------------------------------------------------------
+    @v_args(meta=True)
+    def or_expr(self, meta: Any, operands: list[ex.Expr]) -> ex.Expr:
+        return ex.BoolOp("or", tuple(operands), self._span_of(operands[0]))
+
+    @v_args(meta=True)
+    def and_expr(self, meta: Any, operands: list[ex.Expr]) -> ex.Expr:
+        return ex.BoolOp("and", tuple(operands), self._span_of(operands[0]))
+
+    @v_args(meta=True)
+    def not_(self, meta: Any, children: list[ex.Expr]) -> ex.Expr:
+        return ex.Not(children[0], Span(self._file, meta.line, meta.column))
+
+    def compare(self, left: ex.Expr, op: Token, right: ex.Expr) -> ex.Expr:
+        return ex.Compare(str(op), left, right, self._span(op))
+
+    def in_(self, left: ex.Expr, right: ex.Expr) -> ex.Expr:
+        return ex.Compare("in", left, right, self._span_of(left))
+
+    def not_in(self, left: ex.Expr, right: ex.Expr) -> ex.Expr:
+        return ex.Compare("not in", left, right, self._span_of(left))
+
+    def _span_of(self, node: ex.Expr) -> Span:
+        return node.span
+
+    def string(self, token: Token) -> ex.Expr:
+        span = self._span(token)
+        try:
+            return ex.parse_template(_unquote(token), span)
+        except ex.TemplateError as err:
+            at = Span(span.file, span.line, span.column + 1 + err.offset)
+            raise _BuildError("E0602", str(err), at) from None
+
+    def number(self, token: Token) -> ex.Expr:
+        text = str(token)
+        value: int | float = float(text) if "." in text else int(text)
+        return ex.Literal(value, self._span(token))
+
+    @v_args(meta=True)
+    def true(self, meta: Any, _: list[Any]) -> ex.Expr:
+        return ex.Literal(True, Span(self._file, meta.line, meta.column))
+
+    @v_args(meta=True)
+    def false(self, meta: Any, _: list[Any]) -> ex.Expr:
+        return ex.Literal(False, Span(self._file, meta.line, meta.column))
+
+    @v_args(meta=True)
+    def null(self, meta: Any, _: list[Any]) -> ex.Expr:
+        return ex.Literal(None, Span(self._file, meta.line, meta.column))
+
+    def path(self, root: Token, *steps: Token) -> ex.Expr:
+        built: list[str | int] = [int(s) if s.type == "INT" else str(s) for s in steps]
+        return ex.Path(str(root), tuple(built), self._span(root))
+
+    @v_args(meta=True)
+    def list(self, meta: Any, items: tuple[ex.Expr | None, ...]) -> ex.Expr:
+        kept = tuple(i for i in items if i is not None)
+        return ex.ListExpr(kept, Span(self._file, meta.line, meta.column))
+
+    @v_args(meta=True)
+    def object(self, meta: Any, pairs: tuple[tuple[str, ex.Expr, Span] | None, ...]) -> ex.Expr:
+        seen: set[str] = set()
+        kept: list[tuple[str, ex.Expr]] = []
+        for pair in pairs:
+            if pair is None:
+                continue
+            key, value, span = pair
+            if key in seen:
+                raise _BuildError("E0604", f"key '{key}' appears twice in this object", span)
+            seen.add(key)
+            kept.append((key, value))
+        return ex.ObjectExpr(tuple(kept), Span(self._file, meta.line, meta.column))
+
+    def pair(self, key: Token, value: ex.Expr) -> tuple[str, ex.Expr, Span]:
+        name = _unquote(key) if key.type == "STRING" else str(key)
+        return (name, value, self._span(key))
+
+    def call(self, name: Token, *args: ex.Expr | None) -> ex.Expr:
+        span = self._span(name)
+        if str(name) not in ex.FUNCTIONS:
+            known = ", ".join(sorted(ex.FUNCTIONS))
+            raise _BuildError("E0603", f"unknown function '{name}'", span, f"functions: {known}")
+        return ex.Call(str(name), tuple(a for a in args if a is not None), span)
+
+
+__all__ = ["RulesError", "parse"]

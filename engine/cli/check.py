@@ -1,0 +1,83 @@
+"""`engine check` and `engine digest`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from dsl.diagnostics import RulesError
+from engine.cli import exits
+from engine.cli.common import add_json_option, add_rules_options, paths_from, print_json
+from engine.core.compiler import describe
+from engine.loading import digest, load_rules
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "check",
+        help="validate rules, registry and overlay (fail closed)",
+        description="Parse and compile loops/*.rules with the registry and the instance "
+        "overlay. Prints a summary, or every error with file:line:col, the line, a caret "
+        "and a hint. Exit 0 valid, 1 invalid, 2 usage.",
+    )
+    add_rules_options(p)
+    add_json_option(p)
+    p.set_defaults(handler=run_check)
+
+    d = sub.add_parser(
+        "digest",
+        help="print the sha256 over the kernel files (loops/ and registry/)",
+        description="The digest covers loops/**/*.rules and registry/** in canonical order; "
+        "config/ (the overlay, repos) never changes it.",
+    )
+    add_rules_options(d)
+    add_json_option(d)
+    d.set_defaults(handler=run_digest)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    try:
+        rules = load_rules(paths_from(args))
+    except RulesError as err:
+        return _report(err, args.json)
+    summary = dict(describe(rules))
+    if args.json:
+        print_json({"valid": True, **summary})
+        return exits.OK
+    print(
+        f"ok: {summary['loops']} loops ({summary['enabledLoops']} enabled), "
+        f"{summary['routes']} routes, {summary['chains']} chains, "
+        f"{summary['webhookRules']} webhook rules in {summary['webhookKinds']} kinds, "
+        f"{summary['eventTypes']} event types, {summary['definitions']} definitions, "
+        f"{summary['repos']} repos"
+    )
+    print(f"digest: {summary['digest']}")
+    return exits.OK
+
+
+def _report(err: RulesError, as_json: bool) -> int:
+    usage = any(d.code == "E0900" for d in err.diagnostics)
+    if as_json:
+        print_json({"valid": False, "errors": [d.as_dict() for d in err.diagnostics]})
+    else:
+        print(err.render(), file=sys.stderr)
+        count = len(err.diagnostics)
+        print(
+            f"\nerror: {count} problem{'s' if count != 1 else ''} found; nothing was loaded",
+            file=sys.stderr,
+        )
+    return exits.USAGE if usage else exits.INVALID
+
+
+def run_digest(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    if not paths.rules.is_dir() or not paths.registry.is_dir():
+        print(f"error: {paths.rules} or {paths.registry} is not a directory", file=sys.stderr)
+        return exits.USAGE
+    value = digest(paths)
+    if args.json:
+        print_json({"digest": value})
+    else:
+        print(value)
+    return exits.OK

@@ -1,0 +1,53 @@
+"""Instance configuration values: `config/repos.yaml` and the schedule overlay
+`config/schedule.yaml`. Both files are ignored by git; `*.example.yaml` beside them are
+committed. Shapes only; the compiler applies the overlay."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REPO_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+GITHUB_SLUG_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
+
+
+class RepoEntry(BaseModel):
+    """One configured repository; the short name is the mapping key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    github: str = Field(pattern=GITHUB_SLUG_PATTERN)
+    base: str = Field(default="main", min_length=1)
+    report_only: bool = False
+
+
+# Fields an overlay may change on a kernel loop (SPEC §4.8, seed 1 §8); every other
+# field of a kernel loop is pinned by the reviewed rule file.
+OVERLAY_MUTABLE = frozenset({"enabled", "every", "payload"})
+
+
+class OverlayEntry(BaseModel):
+    """One `schedules:` entry. On a kernel loop only `enabled`, `every` and payload keys
+    may be given; a new loop must be complete (an `emit` and a trigger)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool | None = None
+    every: str | None = None
+    payload: dict[str, Any] | None = None
+    emit: str | None = None
+    cron: str | None = None
+    timezone: str | None = None
+    at: str | None = None
+    manual: bool | None = None
+    catch_up: Literal["none", "last", "all"] | None = None
+    catch_up_cap: int | None = Field(default=None, ge=1)
+    max_lateness: str | None = None
+    singleton: bool | None = None
+    approval: Literal["watched", "auto"] | None = None
+    description: str | None = None
+
+    def given(self) -> set[str]:
+        """The fields the operator wrote."""
+        return set(self.model_fields_set)

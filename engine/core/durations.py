@@ -1,0 +1,40 @@
+"""Durations as operators write them: `90s`, `60m`, `4h`, `7d`, `2w`, or a sum such as
+`1h30m`. Pure functions; the value is whole seconds."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_PART = re.compile(r"([0-9]+)([smhdw])")
+_WHOLE = re.compile(r"(?:[0-9]+[smhdw])+\Z")
+
+
+class DurationError(ValueError):
+    """The text is not a duration such as `60m`."""
+
+
+def parse_duration(text: str) -> int:
+    """Seconds in `text`; raises DurationError unless it is one or more `<n><unit>`
+    parts with units s, m, h, d, w and a positive total."""
+    if not _WHOLE.match(text):
+        raise DurationError(
+            f"'{text}' is not a duration; write a number and a unit (s, m, h, d, w), e.g. 60m"
+        )
+    seconds = sum(int(n) * _UNITS[unit] for n, unit in _PART.findall(text))
+    if seconds <= 0:
+        raise DurationError(f"'{text}' is zero; a duration must be positive")
+    return seconds
+
+
+def format_duration(seconds: int) -> str:
+    """The shortest canonical spelling: 3600 -> `1h`, 5400 -> `1h30m`."""
+    if seconds <= 0:
+        return "0s"
+    out = []
+    for unit in ("w", "d", "h", "m", "s"):
+        size = _UNITS[unit]
+        if seconds >= size:
+            count, seconds = divmod(seconds, size)
+            out.append(f"{count}{unit}")
+    return "".join(out)

@@ -1,0 +1,38 @@
+"""What the compiler takes: parsed rule files and validated registry and configuration
+entries, each with the place it was written. Built by `engine.loading`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from dsl.diagnostics import Collector, Span
+from dsl.model import RuleFile
+from engine.core.config import OverlayEntry, RepoEntry
+from engine.core.registry import Definition, EventType
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Located(Generic[T]):
+    """A validated value and where it was written."""
+
+    value: T
+    span: Span
+    keys: dict[str, Span] = field(default_factory=dict)  # span of each field written
+
+
+@dataclass
+class Tree:
+    """Everything the compiler needs, read from disk. `collector` holds the problems
+    found while reading, and the source text for quoting lines."""
+
+    rule_files: list[RuleFile]
+    event_types: list[Located[EventType]]
+    definitions: list[Located[Definition]]
+    contracts: dict[str, dict[str, Any]]
+    repos: list[Located[tuple[str, RepoEntry]]]
+    overlay: list[Located[tuple[str, OverlayEntry]]]
+    digest: str
+    collector: Collector

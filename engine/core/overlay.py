@@ -1,0 +1,189 @@
+"""The instance overlay (`config/schedule.yaml`) merged over the kernel loops.
+
+A kernel loop may change `enabled`, `every` (interval loops) and payload keys; every
+other field is pinned by its reviewed rule file. A name the kernel does not declare is
+a new, complete loop of the instance (SPEC §4.8, seed 1 §8)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from dsl.diagnostics import Collector, Span
+from engine.core.config import OVERLAY_MUTABLE, OverlayEntry
+from engine.core.durations import DurationError, parse_duration
+from engine.core.inputs import Located
+from engine.core.loopsettings import valid_cron, valid_zone
+from engine.core.ruleset import Approval, CatchUp, Loop, Source, Trigger, TriggerKind
+
+
+def apply_overlay(
+    kernel: dict[str, Loop],
+    overlay: list[Located[tuple[str, OverlayEntry]]],
+    collector: Collector,
+) -> tuple[dict[str, Loop], dict[str, dict[str, Span]]]:
+    """Effective loops (kernel loops with their permitted overrides, plus new loops),
+    and for each loop the overlay changed, where each of its fields was written."""
+    loops = dict(kernel)
+    spans: dict[str, dict[str, Span]] = {}
+    for located in overlay:
+        name, entry = located.value
+        if name in kernel:
+            changed = _override(kernel[name], entry, located, collector)
+        else:
+            changed = _new_loop(name, entry, located, collector)
+        if changed is not None:
+            loops[name] = changed
+            spans[name] = located.keys
+    return loops, spans
+
+
+def _at(located: Located[tuple[str, OverlayEntry]], key: str) -> Span:
+    return located.keys.get(key, located.span)
+
+
+def _duration(text: str, span: Span, collector: Collector) -> int | None:
+    try:
+        return parse_duration(text)
+    except DurationError as err:
+        collector.error("E0201", f"unparseable duration: {err}", span, "e.g. 90s, 60m, 4h, 7d")
+        return None
+
+
+def _override(
+    loop: Loop, entry: OverlayEntry, located: Located[tuple[str, OverlayEntry]], c: Collector
+) -> Loop | None:
+    given = entry.given()
+    pinned = sorted(given - OVERLAY_MUTABLE)
+    for key in pinned:
+        c.error(
+            "E0801",
+            f"the overlay cannot change '{key}' of kernel loop '{loop.name}'",
+            _at(located, key),
+            f"it is pinned by {loop.origin}; change it there in a reviewed commit "
+            "(an overlay may change enabled, every and payload keys)",
+        )
+    if pinned:
+        return None
+    trigger = loop.trigger
+    if entry.every is not None:
+        if trigger.kind is not TriggerKind.INTERVAL:
+            c.error(
+                "E0801",
+                f"'every' applies to interval loops; '{loop.name}' is {trigger.kind.value}",
+                _at(located, "every"),
+                f"its trigger is pinned by {loop.origin}",
+            )
+            return None
+        seconds = _duration(entry.every, _at(located, "every"), c)
+        if seconds is None:
+            return None
+        trigger = replace(trigger, every_seconds=seconds)
+    payload = {**loop.payload, **(entry.payload or {})}
+    return replace(
+        loop,
+        trigger=trigger,
+        enabled=loop.enabled if entry.enabled is None else entry.enabled,
+        payload=payload,
+        overlay_origin=located.span,
+        overridden=tuple(sorted(given)),
+    )
+
+
+def _new_loop(
+    name: str, entry: OverlayEntry, located: Located[tuple[str, OverlayEntry]], c: Collector
+) -> Loop | None:
+    if entry.emit is None:
+        c.error(
+            "E0803",
+            f"overlay loop '{name}' is not a kernel loop and has no 'emit'",
+            located.span,
+            "a new loop needs emit and one trigger (every, cron with timezone, at, or manual)",
+        )
+        return None
+    trigger = _trigger(name, entry, located, c)
+    if trigger is None:
+        return None
+    lateness = None
+    if entry.max_lateness is not None:
+        lateness = _duration(entry.max_lateness, _at(located, "max_lateness"), c)
+        if lateness is None:
+            return None
+    if entry.catch_up_cap is not None and entry.catch_up != "all":
+        c.error("E0804", "catch_up_cap applies to catch_up: all only", _at(located, "catch_up_cap"))
+        return None
+    return Loop(
+        name=name,
+        trigger=trigger,
+        event_type=entry.emit,
+        payload=dict(entry.payload or {}),
+        catch_up=CatchUp(entry.catch_up or "none"),
+        catch_up_cap=entry.catch_up_cap,
+        max_lateness_seconds=lateness,
+        singleton=True if entry.singleton is None else entry.singleton,
+        approval=Approval(entry.approval or "watched"),
+        enabled=bool(entry.enabled),
+        description=entry.description or "",
+        source=Source.OVERLAY,
+        origin=located.span,
+        overlay_origin=located.span,
+    )
+
+
+def _trigger(
+    name: str, entry: OverlayEntry, located: Located[tuple[str, OverlayEntry]], c: Collector
+) -> Trigger | None:
+    kinds = [k for k in ("every", "cron", "at", "manual") if getattr(entry, k) not in (None, False)]
+    if len(kinds) != 1:
+        what = "no trigger" if not kinds else "several triggers (" + ", ".join(kinds) + ")"
+        c.error(
+            "E0803",
+            f"overlay loop '{name}' has {what}",
+            located.span,
+            "give exactly one of: every, cron (with timezone), at, manual: true",
+        )
+        return None
+    if entry.timezone is not None and kinds != ["cron"]:
+        c.error("E0804", "timezone applies to cron loops only", _at(located, "timezone"))
+        return None
+    if entry.every is not None:
+        seconds = _duration(entry.every, _at(located, "every"), c)
+        return None if seconds is None else Trigger(TriggerKind.INTERVAL, every_seconds=seconds)
+    if entry.cron is not None:
+        return _cron_trigger(entry, located, c)
+    if entry.at is not None:
+        try:
+            when = datetime.fromisoformat(entry.at)
+        except ValueError:
+            when = None
+        if when is None or when.tzinfo is None:
+            c.error(
+                "E0205",
+                f"'{entry.at}' is not an ISO-8601 time with an offset",
+                _at(located, "at"),
+                "e.g. 2026-12-01T09:00:00Z",
+            )
+            return None
+        return Trigger(TriggerKind.AT, at=when)
+    return Trigger(TriggerKind.MANUAL)
+
+
+def _cron_trigger(
+    entry: OverlayEntry, located: Located[tuple[str, OverlayEntry]], c: Collector
+) -> Trigger | None:
+    assert entry.cron is not None
+    if entry.timezone is None:
+        c.error(
+            "E0804",
+            "a cron loop needs an explicit timezone",
+            _at(located, "cron"),
+            "add: timezone: Europe/Budapest (or UTC)",
+        )
+        return None
+    problem = valid_cron(entry.cron) or valid_zone(entry.timezone)
+    if problem is not None:
+        code, message, hint = problem
+        key = "cron" if code == "E0202" else "timezone"
+        c.error(code, message, _at(located, key), hint)
+        return None
+    return Trigger(TriggerKind.CRON, cron=entry.cron, timezone=entry.timezone)

@@ -1,0 +1,150 @@
+"""Registry values: event types, command/agent definitions and output contracts, as
+validated pydantic models. The YAML files under `registry/` are read by
+`engine.loading`; this module only defines and checks their shape."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from engine.core.durations import DurationError, parse_duration
+
+NAME_PATTERN = r"^[a-z][a-z0-9-]*$"
+EVENT_TYPE_PATTERN = r"^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+$"
+OUTCOME_PATTERN = r"^[A-Z][A-Z0-9_]*$"
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+# Placeholders every command template may use; payload values arrive through `params`.
+BUILTIN_PLACEHOLDERS = {
+    "python": "the Python interpreter running the engine",
+    "run_id": "the run's id",
+    "run_dir": "the run's artifact directory",
+    "event_id": "the event's id",
+}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EventType(_Frozen):
+    """An admissible event type. `schema_file` names a JSON Schema under
+    `registry/schemas/` for the payload; `human_only` types are approved by a human
+    operator only, whatever any rule says."""
+
+    name: str = Field(pattern=EVENT_TYPE_PATTERN)
+    description: str = ""
+    schema_file: str | None = Field(default=None, alias="schema")
+    human_only: bool = False
+    payload_schema: dict[str, Any] | None = Field(default=None, exclude=True)
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+ParamType = Literal["name", "text", "int", "sha", "slug"]
+
+PARAM_PATTERNS: dict[str, str] = {
+    # A value can never start with '-', so it can never become an option.
+    "name": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+    "slug": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*/[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+    "sha": r"^[0-9a-f]{7,64}$",
+    "int": r"^[0-9]+$",
+    "text": r"^[^-\x00][^\x00]*$",
+}
+
+
+class Param(_Frozen):
+    """A typed placeholder of a command template, filled from the event."""
+
+    source: str = Field(alias="from", pattern=r"^payload(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+    type: ParamType = "name"
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class FakeScript(_Frozen):
+    """What the fake adapter answers: an outcome and a result document."""
+
+    outcome: str = Field(pattern=OUTCOME_PATTERN)
+    result: dict[str, Any] = Field(default_factory=dict)
+
+
+class Definition(_Frozen):
+    """A versioned unit of work. `command` runs a closed argv template without a shell;
+    `fake` answers a scripted outcome (demo and tests); `agent` names work an external
+    agent runner performs."""
+
+    id: str = Field(pattern=NAME_PATTERN)
+    version: Annotated[int, Field(ge=1)]
+    description: str = ""
+    adapter: Literal["command", "fake", "agent"]
+    argv: tuple[str, ...] = ()
+    params: dict[str, Param] = Field(default_factory=dict)
+    env: tuple[str, ...] = ()
+    capture_stdout: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    output_contract: str
+    mutating: bool
+    timeout: str = "10m"
+    outcomes: tuple[str, ...] = Field(min_length=1)
+    fake: FakeScript | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.id}@{self.version}"
+
+    @property
+    def timeout_seconds(self) -> int:
+        return parse_duration(self.timeout)
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str) -> str:
+        try:
+            parse_duration(value)
+        except DurationError as err:
+            raise ValueError(str(err)) from None
+        return value
+
+    @field_validator("outcomes")
+    @classmethod
+    def _outcomes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for outcome in value:
+            if not re.match(OUTCOME_PATTERN, outcome):
+                raise ValueError(f"outcome '{outcome}' must be UPPER_SNAKE_CASE")
+        if len(set(value)) != len(value):
+            raise ValueError("an outcome is listed twice")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not re.match(r"^[A-Z_][A-Z0-9_]*$", name):
+                raise ValueError(f"'{name}' is not an environment variable name")
+        return value
+
+    @model_validator(mode="after")
+    def _adapter_fields(self) -> Definition:
+        if self.adapter == "command":
+            if not self.argv:
+                raise ValueError("a command definition needs an argv template")
+            for item in self.argv:
+                for name in PLACEHOLDER.findall(item):
+                    if name not in self.params and name not in BUILTIN_PLACEHOLDERS:
+                        known = ", ".join(sorted([*self.params, *BUILTIN_PLACEHOLDERS]))
+                        raise ValueError(
+                            f"argv placeholder '{{{name}}}' is not a declared param "
+                            f"(known: {known})"
+                        )
+        elif self.argv or self.params:
+            raise ValueError(f"argv and params belong to command definitions, not {self.adapter}")
+        if self.adapter == "fake" and self.fake is None:
+            raise ValueError("a fake definition needs a `fake:` script")
+        if self.fake is not None and self.fake.outcome not in self.outcomes:
+            raise ValueError(f"fake outcome '{self.fake.outcome}' is not among the outcomes")
+        unused = set(self.params) - {n for a in self.argv for n in PLACEHOLDER.findall(a)}
+        if unused:
+            raise ValueError(f"params {sorted(unused)} are declared but not used in argv")
+        return self

@@ -1,0 +1,223 @@
+"""The compiled rule set: immutable values the runtime plans with. Built once per load
+by `engine.core.compiler`; every value keeps the span of the rule that made it, so a
+decision can name its file:line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from dsl.diagnostics import Span
+from dsl.expr import Expr, ObjectExpr
+from dsl.model import Guard, Let, Refusal
+from engine.core.registry import Definition, EventType
+
+
+class TriggerKind(StrEnum):
+    INTERVAL = "interval"  # `every 60m`: slots are the epoch floor of the cadence, UTC
+    CRON = "cron"  # `cron "0 9 * * *" in Europe/Budapest`
+    AT = "at"  # `at 2026-12-01T09:00:00Z`: one shot
+    MANUAL = "manual"  # fired only by `engine schedule trigger`
+    HOST = "host"  # `host-clock 24h`: fired by a host timer through `engine emit`
+
+
+class CatchUp(StrEnum):
+    NONE = "none"
+    LAST = "last"
+    ALL = "all"
+
+
+class Approval(StrEnum):
+    WATCHED = "watched"
+    AUTO = "auto"
+
+
+class Source(StrEnum):
+    KERNEL = "kernel"
+    OVERLAY = "overlay"
+
+
+class StopCondition(StrEnum):
+    """Seed 2 §14: conditions that stop dispatching mutation work."""
+
+    RELEASE_READY = "release_ready"
+    HUMAN_REVIEW_REQUIRED = "human_review_required"
+    EXTERNAL_BLOCKER = "external_blocker"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    MAXIMUM_FAILURES_REACHED = "maximum_failures_reached"
+    REPOSITORY_DISABLED = "repository_disabled"
+    RELEASE_FREEZE = "release_freeze"
+    USER_PAUSED = "user_paused"
+    END_DATE = "end_date"
+    OCCURRENCE_COUNT = "occurrence_count"
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    kind: TriggerKind
+    every_seconds: int | None = None  # interval and host clocks
+    cron: str | None = None
+    timezone: str | None = None
+    at: datetime | None = None
+
+    def describe(self) -> str:
+        from engine.core.durations import format_duration
+
+        match self.kind:
+            case TriggerKind.INTERVAL:
+                return f"every {format_duration(self.every_seconds or 0)}"
+            case TriggerKind.HOST:
+                return f"host-clock {format_duration(self.every_seconds or 0)}"
+            case TriggerKind.CRON:
+                return f'cron "{self.cron}" in {self.timezone}'
+            case TriggerKind.AT:
+                return f"at {self.at.isoformat() if self.at else '?'}"
+        return "manual"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Seed 2 §11. None means the dimension is not limited."""
+
+    active_occurrences: int = 1
+    jobs_per_occurrence: int = 1
+    retries_per_occurrence: int | None = None
+    wall_clock_seconds: int | None = None
+    daily_wall_clock_seconds: int | None = None
+    daily_runs: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Infrastructure-failure retry delay: base * 2^attempt, capped at max."""
+
+    base_seconds: int = 60
+    max_seconds: int = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The occurrence-engine fields of a loop; declared here, enforced by the runtime."""
+
+    budget: Budget = field(default_factory=Budget)
+    backoff: Backoff = field(default_factory=Backoff)
+    circuit_breaker: int | None = None  # consecutive failures that pause the loop
+    stop_when: tuple[StopCondition, ...] = ()
+    shadow: bool | None = None  # None: the runtime's default (shadow for mutating loops)
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    name: str
+    trigger: Trigger
+    event_type: str
+    payload: Mapping[str, Any]  # static; treat as read-only
+    catch_up: CatchUp = CatchUp.NONE
+    catch_up_cap: int | None = None  # most missed slots `all` replays
+    max_lateness_seconds: int | None = None  # a missed slot older than this never fires
+    singleton: bool = True
+    approval: Approval = Approval.WATCHED
+    enabled: bool = False
+    policy: Policy = field(default_factory=Policy)
+    description: str = ""
+    source: Source = Source.KERNEL  # where the loop is declared
+    origin: Span = field(default_factory=lambda: Span("<unknown>", 1, 1))
+    overlay_origin: Span | None = None  # the overlay entry that changed or declared it
+    overridden: tuple[str, ...] = ()  # kernel fields the overlay changed
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionRef:
+    id: str
+    version: int
+
+    def __str__(self) -> str:
+        return f"{self.id}@{self.version}"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    event_type: str
+    definition: DefinitionRef
+    approval: Approval  # for events that no loop emitted (webhooks, chains, injections)
+    origin: Span
+
+
+@dataclass(frozen=True, slots=True)
+class EmitRule:
+    """An event to emit: from a chain edge or a webhook line."""
+
+    event_type: str
+    subject: Expr | None
+    event_id: Expr | None
+    payload: ObjectExpr | None
+    guard: Guard | None
+    origin: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    definition: DefinitionRef
+    outcome: str
+    emits: tuple[EmitRule, ...]
+    stop: bool
+    origin: Span
+
+
+WebhookStep = Let | Refusal | EmitRule
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookTable:
+    """One delivery kind's translation lines; the first matching line wins."""
+
+    source: str
+    kind: str
+    steps: tuple[WebhookStep, ...]
+    origin: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Repo:
+    name: str
+    github: str
+    base: str
+    report_only: bool
+
+    def as_scope(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "github": self.github,
+            "base": self.base,
+            "report_only": self.report_only,
+            "configured": True,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    loops: Mapping[str, Loop]
+    routes: Mapping[str, Route]
+    chains: Mapping[tuple[DefinitionRef, str], Chain]
+    webhooks: Mapping[tuple[str, str], WebhookTable]
+    event_types: Mapping[str, EventType]
+    definitions: Mapping[DefinitionRef, Definition]
+    human_only_types: frozenset[str]
+    human_only_definitions: frozenset[DefinitionRef]
+    repos: Mapping[str, Repo]
+    digest: str
+
+    def is_human_only(self, event_type: str) -> bool:
+        """True when no rule, chain or policy may approve this event type but a human:
+        the type is declared human-only, or its route's definition is."""
+        if event_type in self.human_only_types:
+            return True
+        route = self.routes.get(event_type)
+        return route is not None and route.definition in self.human_only_definitions
+
+    def definition_for(self, event_type: str) -> Definition | None:
+        route = self.routes.get(event_type)
+        return self.definitions.get(route.definition) if route else None

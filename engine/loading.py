@@ -1,0 +1,361 @@
+"""Reading rule, registry and configuration files: the I/O edge in front of the pure
+compiler. Every problem becomes a located Diagnostic; nothing here raises anything but
+RulesError."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+
+from dsl.diagnostics import Collector, RulesError, Span
+from dsl.model import RuleFile
+from dsl.parser import parse
+from engine.core.compiler import compile_rules
+from engine.core.config import REPO_NAME_PATTERN, OverlayEntry, RepoEntry
+from engine.core.inputs import Located, Tree
+from engine.core.registry import Definition, EventType
+from engine.core.ruleset import RuleSet
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Paths:
+    rules: Path
+    registry: Path
+    config: Path
+
+
+def project_root() -> Path:
+    """The checkout the package runs from (bundled `loops/`, `registry/`, `config/`)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def default_paths() -> Paths:
+    """`./loops`, `./registry`, `./config` when present in the working directory,
+    otherwise the bundled ones."""
+    here = Path.cwd()
+    base = here if (here / "loops").is_dir() and (here / "registry").is_dir() else project_root()
+    return Paths(base / "loops", base / "registry", base / "config")
+
+
+def display(path: Path) -> str:
+    """A path relative to the working directory where possible, for diagnostics."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+# ---- digest --------------------------------------------------------------------------
+
+
+def kernel_files(paths: Paths) -> Iterator[tuple[str, Path]]:
+    """The tracked kernel files in canonical order: `loops/**/*.rules` then every file
+    under `registry/`, each by its path relative to its directory."""
+    for prefix, root, pattern in (
+        ("loops", paths.rules, "*.rules"),
+        ("registry", paths.registry, "*"),
+    ):
+        if not root.is_dir():
+            continue
+        for file in sorted(p for p in root.rglob(pattern) if p.is_file()):
+            rel = file.relative_to(root).as_posix()
+            if any(part.startswith(".") or part == "__pycache__" for part in rel.split("/")):
+                continue
+            yield f"{prefix}/{rel}", file
+
+
+def digest(paths: Paths) -> str:
+    """sha256 over the kernel files (name, NUL, bytes, NUL each); the overlay and
+    `config/` never change it."""
+    h = hashlib.sha256()
+    for name, file in kernel_files(paths):
+        h.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+# ---- YAML with positions ---------------------------------------------------------------
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    return yaml
+
+
+def read_yaml(path: Path, collector: Collector) -> Any:
+    """Parse a YAML file keeping positions; None (with a diagnostic) when it is not YAML."""
+    name = display(path)
+    text = path.read_text(encoding="utf-8")
+    collector.sources.add(name, text)
+    try:
+        return _yaml().load(text)
+    except MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        message = (err.problem or err.context or "invalid YAML").strip()
+        collector.error("E0901", f"invalid YAML: {message}", Span(name, line, col))
+    return None
+
+
+def node_span(file: str, node: Any, key: str | int | None = None) -> Span:
+    """Where a mapping key (or sequence item, or the node itself) was written."""
+    lc = getattr(node, "lc", None)
+    if lc is None:
+        return Span(file, 1, 1)
+    try:
+        if key is None:
+            line, col = lc.line, lc.col
+        elif isinstance(node, CommentedSeq):
+            line, col = lc.item(key)
+        else:
+            line, col = lc.key(key)
+    except (KeyError, IndexError, TypeError):
+        line, col = lc.line, lc.col
+    return Span(file, line + 1, col + 1)
+
+
+def _locate_error(file: str, node: Any, loc: tuple[Any, ...]) -> Span:
+    """The span of the deepest part of `node` that a pydantic error location reaches."""
+    span = node_span(file, node)
+    for part in loc:
+        in_map = isinstance(node, CommentedMap) and part in node
+        in_seq = isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node)
+        if in_map or in_seq:
+            span = node_span(file, node, part)
+            node = node[part]
+        else:
+            break
+    return span
+
+
+def validate(
+    model: type[M], data: Any, file: str, node: Any, collector: Collector, code: str = "E0902"
+) -> M | None:
+    """Validate one YAML node into a model, reporting each error at its key."""
+    try:
+        return model.model_validate(_plain(data))
+    except ValidationError as err:
+        for e in err.errors():
+            where = ".".join(str(p) for p in e["loc"]) or "entry"
+            message = e["msg"].removeprefix("Value error, ")
+            if e["type"] == "extra_forbidden":
+                message = f"unknown field '{e['loc'][-1]}'"
+            collector.error(code, f"{where}: {message}", _locate_error(file, node, e["loc"]))
+    return None
+
+
+def _plain(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {str(k): _plain(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_plain(v) for v in data]
+    return data
+
+
+def _key_spans(file: str, node: Any) -> dict[str, Span]:
+    if not isinstance(node, CommentedMap):
+        return {}
+    return {str(k): node_span(file, node, k) for k in node}
+
+
+def _section(path: Path, key: str, kind: type, collector: Collector) -> tuple[str, Any] | None:
+    """Read `path` and return its top-level `key` section, checked to be a `kind`."""
+    if not path.is_file():
+        return None
+    data = read_yaml(path, collector)
+    name = display(path)
+    if data is None:
+        return None
+    if not isinstance(data, CommentedMap) or set(data) - {key}:
+        extra = sorted(set(data) - {key}) if isinstance(data, CommentedMap) else []
+        what = f"unknown top-level key '{extra[0]}'" if extra else f"expected a '{key}:' mapping"
+        at = node_span(name, data, extra[0]) if extra else node_span(name, data)
+        collector.error("E0902", f"{what}; this file holds only '{key}:'", at)
+        return None
+    section = data.get(key)
+    if section is None:
+        return name, kind()
+    if not isinstance(section, kind):
+        shape = "a mapping" if kind is CommentedMap else "a list"
+        collector.error("E0902", f"'{key}' must be {shape}", node_span(name, data, key))
+        return None
+    return name, section
+
+
+# ---- the registry --------------------------------------------------------------------
+
+
+def _load_json(path: Path, collector: Collector) -> dict[str, Any] | None:
+    name = display(path)
+    text = path.read_text(encoding="utf-8")
+    collector.sources.add(name, text)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        collector.error("E0903", f"invalid JSON: {err.msg}", Span(name, err.lineno, err.colno))
+        return None
+    if not isinstance(data, dict):
+        collector.error("E0903", "a JSON Schema must be an object", Span(name, 1, 1))
+        return None
+    try:
+        Draft202012Validator.check_schema(data)
+    except SchemaError as err:
+        collector.error("E0903", f"not a valid JSON Schema: {err.message}", Span(name, 1, 1))
+        return None
+    return data
+
+
+def load_event_types(registry: Path, collector: Collector) -> list[Located[EventType]]:
+    found = _section(registry / "event-types.yaml", "event_types", CommentedMap, collector)
+    if found is None:
+        return []
+    file, section = found
+    out: list[Located[EventType]] = []
+    for name, body in section.items():
+        span = node_span(file, section, name)
+        data = dict(body) if isinstance(body, CommentedMap) else body
+        if isinstance(data, dict):
+            data = {"name": name, **data}
+        event_type = validate(EventType, data, file, body, collector)
+        if event_type is None:
+            continue
+        if event_type.schema_file:
+            schema_path = registry / "schemas" / event_type.schema_file
+            if not schema_path.is_file():
+                at = node_span(file, body, "schema")
+                collector.error(
+                    "E0903", f"schema file 'schemas/{event_type.schema_file}' does not exist", at
+                )
+                continue
+            schema = _load_json(schema_path, collector)
+            event_type = event_type.model_copy(update={"payload_schema": schema})
+        out.append(Located(event_type, span, _key_spans(file, body)))
+    return out
+
+
+def load_definitions(registry: Path, collector: Collector) -> list[Located[Definition]]:
+    found = _section(registry / "definitions.yaml", "definitions", CommentedSeq, collector)
+    if found is None:
+        return []
+    file, section = found
+    out: list[Located[Definition]] = []
+    for index, body in enumerate(section):
+        definition = validate(Definition, body, file, body, collector)
+        if definition is not None:
+            out.append(Located(definition, node_span(file, section, index), _key_spans(file, body)))
+    return out
+
+
+def load_contracts(registry: Path, collector: Collector) -> dict[str, dict[str, Any]]:
+    contracts: dict[str, dict[str, Any]] = {}
+    folder = registry / "contracts"
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        schema = _load_json(path, collector)
+        if schema is None:
+            continue
+        contract_id = schema.get("$id")
+        if not isinstance(contract_id, str):
+            collector.error(
+                "E0903", 'an output contract needs a string "$id"', Span(display(path), 1, 1)
+            )
+            continue
+        contracts[contract_id] = schema
+    return contracts
+
+
+# ---- configuration -------------------------------------------------------------------
+
+
+def load_repos(config: Path, collector: Collector) -> list[Located[tuple[str, RepoEntry]]]:
+    found = _section(config / "repos.yaml", "repos", CommentedMap, collector)
+    if found is None:
+        return []
+    file, section = found
+    out: list[Located[tuple[str, RepoEntry]]] = []
+    for name, body in section.items():
+        span = node_span(file, section, name)
+        if not isinstance(name, str) or not _repo_name_ok(name):
+            collector.error(
+                "E0902", f"repo name '{name}' must be lower-case letters, digits, - or _", span
+            )
+            continue
+        entry = validate(RepoEntry, body, file, body, collector)
+        if entry is not None:
+            out.append(Located((name, entry), span, _key_spans(file, body)))
+    return out
+
+
+def _repo_name_ok(name: str) -> bool:
+    return re.match(REPO_NAME_PATTERN, name) is not None
+
+
+def load_overlay(config: Path, collector: Collector) -> list[Located[tuple[str, OverlayEntry]]]:
+    found = _section(config / "schedule.yaml", "schedules", CommentedMap, collector)
+    if found is None:
+        return []
+    file, section = found
+    out: list[Located[tuple[str, OverlayEntry]]] = []
+    for name, body in section.items():
+        span = node_span(file, section, name)
+        entry = validate(
+            OverlayEntry, body if body is not None else {}, file, body, collector, "E0802"
+        )
+        if entry is not None:
+            out.append(Located((str(name), entry), span, _key_spans(file, body)))
+    return out
+
+
+# ---- rules ---------------------------------------------------------------------------
+
+
+def load_rule_files(rules: Path, collector: Collector) -> list[RuleFile]:
+    files: list[RuleFile] = []
+    for path in sorted(rules.rglob("*.rules")) if rules.is_dir() else []:
+        name = display(path)
+        text = path.read_text(encoding="utf-8")
+        collector.sources.add(name, text)
+        try:
+            files.append(parse(text, name))
+        except RulesError as err:
+            collector.extend(err.diagnostics)
+    return files
+
+
+def load_tree(paths: Paths) -> Tree:
+    """Read every kernel and instance file. Missing `loops/` or `registry/` directories
+    are a usage error (raised as RulesError with code E0900)."""
+    collector = Collector()
+    for label, folder in (("rules", paths.rules), ("registry", paths.registry)):
+        if not folder.is_dir():
+            collector.error("E0900", f"{label} directory not found", Span(display(folder), 1, 1))
+    collector.raise_if_any()
+    return Tree(
+        rule_files=load_rule_files(paths.rules, collector),
+        event_types=load_event_types(paths.registry, collector),
+        definitions=load_definitions(paths.registry, collector),
+        contracts=load_contracts(paths.registry, collector),
+        repos=load_repos(paths.config, collector),
+        overlay=load_overlay(paths.config, collector),
+        digest=digest(paths),
+        collector=collector,
+    )
+
+
+def load_rules(paths: Paths) -> RuleSet:
+    """Read and compile: the one call the CLI and the runtime use. Raises RulesError."""
+    tree = load_tree(paths)
+    return compile_rules(tree)
