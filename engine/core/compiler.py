@@ -38,6 +38,8 @@ CHAIN_ROOTS = ("event", "result", "run")
 WEBHOOK_SOURCES = ("github",)
 COLLECTIONS = ("repos",)
 SAMPLE_SLOT = "2026-01-01T00:00:00Z"
+# A `for` block that expands to no loops is still checked, against this repo.
+SAMPLE_REPO = Repo("example", "example/example", "main", report_only=False)
 
 
 def compile_rules(tree: Tree) -> RuleSet:
@@ -56,9 +58,15 @@ class _Compiler:
         self.human_types: set[str] = set()
         self.human_defs: set[DefinitionRef] = set()
         self.approval_spans: dict[str, Span] = {}
+        self.emit_spans: dict[str, tuple[Span, Span]] = {}  # loop -> (type, payload)
+        self.routed: set[str] = set()  # every routed type, including broken routes
 
     # ---- driver ------------------------------------------------------------------
     def run(self) -> RuleSet:
+        # Problems found while reading (syntax, YAML, registry and config entries) end
+        # the run here: compiling over a partial tree would report their consequences
+        # (unknown types, missing routes) as further, misleading errors.
+        self.c.raise_if_any()
         self._index_registry()
         decls = [d for f in self.tree.rule_files for d in f.decls]
         for decl in decls:
@@ -84,6 +92,7 @@ class _Compiler:
             human_only_types=frozenset(self.human_types),
             human_only_definitions=frozenset(self.human_defs),
             repos=self.repos,
+            contracts=self.tree.contracts,
             digest=self.tree.digest,
         )
 
@@ -121,7 +130,7 @@ class _Compiler:
         return False
 
     def _routed_type(self, name: str, span: Span) -> None:
-        if self._known_type(name, span) and name not in self.routes:
+        if self._known_type(name, span) and name not in self.routed:
             self.c.error(
                 "E0504",
                 f"no route handles event type '{name}'",
@@ -167,6 +176,7 @@ class _Compiler:
             self.human_defs.add(found[0])
 
     def _route(self, decl: RouteDecl) -> None:
+        self.routed.add(decl.event_type)  # a broken route is reported once, not per use
         if decl.event_type in self.routes:
             first = self.routes[decl.event_type].origin
             self.c.error(
@@ -219,10 +229,22 @@ class _Compiler:
             if isinstance(decl, LoopDecl):
                 self._add_loop(loops, self._loop(decl, {}))
             elif isinstance(decl, ForEach):
-                for scope in self._expand(decl):
+                scopes = self._expand(decl)
+                for scope in scopes or ():
                     for loop_decl in decl.loops:
                         self._add_loop(loops, self._loop(loop_decl, scope))
+                if scopes == []:
+                    self._check_unexpanded(decl)
         return loops
+
+    def _check_unexpanded(self, decl: ForEach) -> None:
+        """A `for` block that selects no repo (none configured, as in CI) is checked
+        against a sample repo, so its mistakes fail closed without a config."""
+        scope = {decl.var: SAMPLE_REPO.as_scope()}
+        for loop_decl in decl.loops:
+            loop = self._loop(loop_decl, scope)
+            if loop is not None:
+                self._check_loop(loop, {})
 
     def _add_loop(self, loops: dict[str, Loop], loop: Loop | None) -> None:
         if loop is None:
@@ -235,7 +257,8 @@ class _Compiler:
             return
         loops[loop.name] = loop
 
-    def _expand(self, decl: ForEach) -> list[dict[str, Any]]:
+    def _expand(self, decl: ForEach) -> list[dict[str, Any]] | None:
+        """One scope per selected repo; None when the block itself is wrong."""
         if decl.collection not in COLLECTIONS:
             self.c.error(
                 "E0606",
@@ -243,22 +266,24 @@ class _Compiler:
                 decl.collection_span,
                 "a for block iterates over: " + ", ".join(COLLECTIONS),
             )
-            return []
+            return None
+        if decl.where is not None and not self._roots_ok(decl.where, [decl.var]):
+            return None
         scopes: list[dict[str, Any]] = []
-        for name in sorted(self.repos):
-            scope = {decl.var: self.repos[name].as_scope()}
+        repos = [self.repos[name] for name in sorted(self.repos)] or [SAMPLE_REPO]
+        for repo in repos:
+            scope = {decl.var: repo.as_scope()}
             if decl.where is not None:
-                if not self._roots_ok(decl.where, scope):
-                    return []
                 try:
                     if not ex.truthy(ex.evaluate(decl.where, scope)):
                         continue
                 except ex.EvalError as err:
                     self.c.error(
-                        "E0607", f"'where' failed for repo '{name}': {err.message}", err.span
+                        "E0607", f"'where' failed for repo '{repo.name}': {err.message}", err.span
                     )
-                    return []
-            scopes.append(scope)
+                    return None
+            if repo is not SAMPLE_REPO:
+                scopes.append(scope)
         return scopes
 
     def _roots_ok(self, expr: ex.Expr, names: Iterable[str], what: str = "here") -> bool:
@@ -296,20 +321,23 @@ class _Compiler:
                 emit.span,
                 "tick ids and subjects come from the slot",
             )
-        if draft.trigger is None:
+        if draft.trigger is None and not draft.trigger_written:  # else reported already
             self.c.error(
                 "E0103",
-                f"loop '{name}' has no trigger",
+                f"loop '{name or decl.name}' has no trigger",
                 decl.name_span,
                 'add one of: every 60m | cron "0 9 * * *" in UTC | at 2026-12-01T09:00:00Z'
                 " | manual | host-clock 24h",
             )
-            return None
         payload = self._static_payload(emit, scope, "in a loop payload")
-        if name is None or payload is None:
+        if draft.trigger is None or name is None or payload is None:
+            # The loop is dropped; what it emits is still checked, so one run reports all.
+            self._routed_type(emit.event_type, emit.type_span)
             return None
         if draft.approval_span is not None:
             self.approval_spans[name] = draft.approval_span
+        payload_span = emit.payload.span if emit.payload is not None else emit.type_span
+        self.emit_spans[name] = (emit.type_span, payload_span)
         return Loop(
             name=name,
             trigger=draft.trigger,
@@ -368,7 +396,8 @@ class _Compiler:
     def _check_loop(self, loop: Loop, overlay_keys: dict[str, Span]) -> None:
         """Checks on the effective loop; errors point at the overlay key that set a
         value where the overlay did, otherwise at the rule."""
-        at_type = overlay_keys.get("emit", loop.origin)
+        type_span, payload_span = self.emit_spans.get(loop.name, (loop.origin, loop.origin))
+        at_type = overlay_keys.get("emit", type_span)
         self._routed_type(loop.event_type, at_type)
         approval_at = overlay_keys.get("approval", self.approval_spans.get(loop.name, loop.origin))
         if loop.approval is Approval.AUTO and not loop.enabled:
@@ -394,7 +423,8 @@ class _Compiler:
                 )
         et = self.event_types.get(loop.event_type)
         if et is not None and et.payload_schema is not None:
-            self._check_tick_payload(loop, et, overlay_keys.get("payload", at_type))
+            at_payload = overlay_keys.get("payload", overlay_keys.get("emit", payload_span))
+            self._check_tick_payload(loop, et, at_payload)
 
     def _check_tick_payload(self, loop: Loop, et: EventType, at: Span) -> None:
         cadence = (

@@ -43,6 +43,11 @@ class Draft:
     description: str = ""
     seen: dict[str, Span] = field(default_factory=dict)
 
+    @property
+    def trigger_written(self) -> bool:
+        """True when a trigger setting was written, even one whose value was bad."""
+        return any(key in self.seen for key in _TRIGGERS)
+
 
 class _Bad(Exception):
     def __init__(self, code: str, message: str, span: Span, hint: str | None = None) -> None:

@@ -208,6 +208,7 @@ class RuleSet:
     human_only_types: frozenset[str]
     human_only_definitions: frozenset[DefinitionRef]
     repos: Mapping[str, Repo]
+    contracts: Mapping[str, Mapping[str, Any]]  # output contracts (JSON Schema) by $id
     digest: str
 
     def is_human_only(self, event_type: str) -> bool:

@@ -1,0 +1,58 @@
+"""Decisions, actors and the stable strings persisted for them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from dsl.diagnostics import Span
+
+
+class DecisionKind(StrEnum):
+    NOOP = "noop"
+    PROPOSE = "propose"
+    RUN = "run"
+    SHADOW = "shadow"
+
+
+class NoopReason(StrEnum):
+    PREVIOUS_RUN_IN_FLIGHT = "previous_run_in_flight"
+    NOTHING_TO_DO = "nothing_to_do"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    PAUSED = "paused"
+    DISABLED = "disabled"
+    SHADOW = "shadow"
+    NO_ROUTE = "no_route"
+
+
+class Actor(StrEnum):
+    """Fixed actors. A human is `operator:<name>` (see `operator_actor`)."""
+
+    SCHEDULE = "schedule"  # a loop's earned auto-approval, or the clock admitting a tick
+    CHAIN = "chain"  # an outcome's chain rule
+    GITHUB = "github"  # a verified webhook delivery
+    SYSTEM = "system"  # the engine itself: planning, leases, route auto-approval
+    WORKER = "worker"  # a worker executing a run
+
+
+def operator_actor(name: str) -> str:
+    return f"operator:{name}"
+
+
+def is_human(actor: str) -> bool:
+    return actor.startswith("operator:") and len(actor) > len("operator:")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The planner's output for one event, persisted before anything runs."""
+
+    kind: DecisionKind
+    reason: NoopReason | None
+    definition: str | None  # "id@version" of the routed definition
+    loop: str | None
+    approved_by: str | None  # the actor of an auto-approval (RUN only)
+    human_only: bool
+    mutating: bool
+    rule: Span | None  # the rule that decided: the loop, or the route
+    note: str = ""

@@ -1,0 +1,114 @@
+"""The planner: (event, compiled rules, snapshot of what is in flight) -> Decision.
+Pure; the service persists the decision before anything runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason
+from engine.core.envelope import Envelope
+from engine.core.ruleset import Approval, Loop, RuleSet
+
+# Sources whose events can be a loop's tick (payload.loop names the loop).
+LOOP_SOURCES = frozenset({"schedule", "bridge", "manual"})
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the planner may know about the world, read in the planning transaction."""
+
+    loop_in_flight: bool = False  # a run of the event's loop is queued, claimed or running
+    loop_paused: bool = False
+
+
+def loop_of(event: Envelope, rules: RuleSet) -> Loop | None:
+    """The loop this event is a tick of, if any."""
+    name = event.payload.get("loop")
+    if event.source not in LOOP_SOURCES or not isinstance(name, str):
+        return None
+    loop = rules.loops.get(name)
+    return loop if loop is not None and loop.event_type == event.type else None
+
+
+def plan(event: Envelope, rules: RuleSet, snapshot: Snapshot) -> Decision:
+    """Decide what an admitted event leads to. Human-only types always propose."""
+    route = rules.routes.get(event.type)
+    loop = loop_of(event, rules)
+    loop_name = loop.name if loop else None
+    if route is None:
+        return Decision(
+            DecisionKind.NOOP,
+            NoopReason.NO_ROUTE,
+            None,
+            loop_name,
+            None,
+            False,
+            False,
+            None,
+            f"no route handles '{event.type}'",
+        )
+    definition = rules.definitions[route.definition]
+    human_only = rules.is_human_only(event.type)
+    ref = str(route.definition)
+
+    def noop(reason: NoopReason, note: str) -> Decision:
+        return Decision(
+            DecisionKind.NOOP,
+            reason,
+            ref,
+            loop_name,
+            None,
+            human_only,
+            definition.mutating,
+            loop.origin if loop else route.origin,
+            note,
+        )
+
+    if loop is not None:
+        if event.source in ("schedule", "bridge") and not loop.enabled:
+            return noop(NoopReason.DISABLED, f"loop '{loop.name}' is disabled")
+        if snapshot.loop_paused:
+            return noop(NoopReason.PAUSED, f"loop '{loop.name}' is paused")
+        if loop.singleton and snapshot.loop_in_flight:
+            return noop(
+                NoopReason.PREVIOUS_RUN_IN_FLIGHT, f"a run of loop '{loop.name}' is still in flight"
+            )
+        if loop.policy.shadow:
+            return Decision(
+                DecisionKind.SHADOW,
+                None,
+                ref,
+                loop_name,
+                None,
+                human_only,
+                definition.mutating,
+                loop.origin,
+                "shadow mode: recorded what would run",
+            )
+    approval = loop.approval if loop is not None else route.approval
+    rule = loop.origin if loop is not None else route.origin
+    if human_only or approval is Approval.WATCHED:
+        note = "human-approval-only" if human_only else "watched: waiting for an operator"
+        return Decision(
+            DecisionKind.PROPOSE,
+            None,
+            ref,
+            loop_name,
+            None,
+            human_only,
+            definition.mutating,
+            rule,
+            note,
+        )
+    actor = Actor.SCHEDULE if loop is not None else Actor.SYSTEM
+    return Decision(
+        DecisionKind.RUN,
+        None,
+        ref,
+        loop_name,
+        actor.value,
+        False,
+        definition.mutating,
+        rule,
+        f"approval auto by {rule}",
+    )

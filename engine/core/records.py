@@ -1,0 +1,122 @@
+"""What the store keeps: plain frozen records with stable string states. The state
+names are the lifecycle machines' states (engine.machines)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class ProposalState(StrEnum):
+    OPEN = "open"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+IN_FLIGHT = (RunState.QUEUED, RunState.CLAIMED, RunState.RUNNING)
+LEASED = (RunState.CLAIMED, RunState.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    event_id: str
+    type: str
+    source: str
+    subject: str
+    occurred_at: str
+    correlation_id: str
+    payload: dict[str, Any]
+    loop: str | None
+    admitted_at: str
+    admitted_by: str
+    planned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    event_id: str
+    kind: str
+    reason: str | None
+    definition: str | None
+    loop: str | None
+    approved_by: str | None
+    human_only: bool
+    mutating: bool
+    rule: str | None
+    note: str
+    rules_digest: str
+    decided_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalRecord:
+    proposal_id: str
+    event_id: str
+    loop: str | None
+    definition: str
+    state: str
+    human_only: bool
+    mutating: bool
+    created_at: str
+    decided_at: str | None = None
+    decided_by: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    run_id: str
+    idempotency_key: str
+    event_id: str
+    proposal_id: str | None
+    loop: str | None
+    definition: str
+    state: str
+    approved_by: str
+    attempts: int
+    lease_owner: str | None
+    lease_expires_at: str | None
+    created_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    outcome: str | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    artifact: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    at: str
+    entity: str  # "event" | "occurrence" | "proposal" | "run" | "loop"
+    entity_id: str
+    action: str
+    actor: str
+    from_state: str | None = None
+    to_state: str | None = None
+    rules_digest: str | None = None
+    note: str = ""
+    data: dict[str, Any] | None = None
+    seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    seq: int
+    event: dict[str, Any]
+    origin_run: str | None
+    actor: str
+    created_at: str

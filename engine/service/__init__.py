@@ -1,0 +1,146 @@
+"""The imperative shell: one Service that loads, calls the pure core, persists and
+journals. The CLI and the HTTP handlers call these same methods. Methods are
+synchronous (the store is); async callers run them in a thread."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from engine.core.envelope import Envelope
+from engine.core.records import EventRecord, JournalEntry, ProposalRecord, RunRecord
+from engine.errors import NotFound
+from engine.service import admission, planning, proposals, runs
+from engine.service.admission import Admission
+from engine.service.context import Runtime
+from engine.service.runs import Execution
+
+__all__ = ["Admission", "Execution", "Runtime", "Service"]
+
+
+class Service:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+
+    # ---- intake and planning ------------------------------------------------------
+    def admit(self, envelope: Envelope, actor: str) -> Admission:
+        return admission.admit(self.rt, envelope, actor)
+
+    def admit_many(self, envelopes: list[Envelope], actor: str) -> list[Admission]:
+        return admission.admit_many(self.rt, envelopes, actor)
+
+    def plan_pending(self, limit: int = planning.BATCH) -> int:
+        return planning.plan_pending(self.rt, limit)
+
+    def publish_outbox(self, limit: int = 500) -> int:
+        return runs.publish_outbox(self.rt, limit)
+
+    def pump(self) -> int:
+        """One pass of the runtime loop: publish chained events, plan what is admitted.
+        Returns how much work it did (0 when idle)."""
+        done = self.publish_outbox()
+        while True:
+            planned = self.plan_pending()
+            done += planned
+            if planned < planning.BATCH:
+                return done
+
+    # ---- operators ----------------------------------------------------------------
+    def approve(
+        self, proposal_id: str, actor: str, note: str = ""
+    ) -> tuple[ProposalRecord, RunRecord]:
+        return proposals.approve(self.rt, proposal_id, actor, note)
+
+    def reject(self, proposal_id: str, actor: str, reason: str) -> ProposalRecord:
+        return proposals.reject(self.rt, proposal_id, actor, reason)
+
+    # ---- workers ------------------------------------------------------------------
+    def claim(self, worker: str, lease_seconds: float) -> RunRecord | None:
+        return runs.claim(self.rt, worker, lease_seconds)
+
+    def start(self, run: RunRecord, worker: str) -> bool:
+        return runs.start(self.rt, run, worker)
+
+    def heartbeat(self, run_id: str, worker: str, lease_seconds: float) -> bool:
+        return runs.heartbeat(self.rt, run_id, worker, lease_seconds)
+
+    def finish(self, run: RunRecord, worker: str, execution: Execution) -> RunRecord:
+        return runs.finish(self.rt, run, worker, execution)
+
+    # ---- maintenance ----------------------------------------------------------------
+    def reap(self, apply: bool, proposal_ttl: timedelta) -> dict[str, Any]:
+        """Recover expired run leases and expire stale proposals (a dry run unless
+        `apply`). The reaper loop's definition runs this through `engine reap`."""
+        recovered = runs.recover_expired(self.rt, apply)
+        stale = proposals.expire_stale(self.rt, proposal_ttl, apply)
+        return {
+            "applied": apply,
+            "leases": [
+                {"runId": r.run_id, "to": target, "worker": r.lease_owner}
+                for r, target in recovered
+            ],
+            "proposals": [p.proposal_id for p in stale],
+        }
+
+    # ---- reading --------------------------------------------------------------------
+    def event(self, event_id: str) -> dict[str, Any]:
+        with self.rt.store.read() as tx:
+            event = tx.get_event(event_id)
+            if event is None:
+                raise NotFound(f"no event '{event_id}'")
+            decision = tx.get_decision(event_id)
+            return {
+                "event": event,
+                "decision": decision,
+                "occurrence": tx.get_occurrence_state(event_id),
+            }
+
+    def events(self, limit: int = 50, type: str | None = None) -> list[EventRecord]:
+        with self.rt.store.read() as tx:
+            return tx.list_events(limit, type)
+
+    def proposal(self, proposal_id: str) -> ProposalRecord:
+        with self.rt.store.read() as tx:
+            found = tx.get_proposal(proposal_id)
+        if found is None:
+            raise NotFound(f"no proposal '{proposal_id}'")
+        return found
+
+    def proposals(self, limit: int = 50, state: str | None = "open") -> list[ProposalRecord]:
+        with self.rt.store.read() as tx:
+            return tx.list_proposals(limit, state)
+
+    def run(self, run_id: str) -> RunRecord:
+        with self.rt.store.read() as tx:
+            found = tx.get_run(run_id)
+        if found is None:
+            raise NotFound(f"no run '{run_id}'")
+        return found
+
+    def runs(self, limit: int = 50, state: str | None = None) -> list[RunRecord]:
+        with self.rt.store.read() as tx:
+            return tx.list_runs(limit, state)
+
+    def journal(
+        self,
+        limit: int = 100,
+        after: int = 0,
+        entity: str | None = None,
+        entity_id: str | None = None,
+    ) -> list[JournalEntry]:
+        with self.rt.store.read() as tx:
+            return tx.list_journal(limit, after, entity, entity_id)
+
+    def status(self) -> dict[str, Any]:
+        with self.rt.store.read() as tx:
+            counts = tx.counts()
+            unplanned = len(tx.unplanned_events(1000))
+        return {
+            "ok": True,
+            "rulesDigest": self.rt.rules.digest,
+            "loops": len(self.rt.rules.loops),
+            "enabledLoops": sum(1 for loop in self.rt.rules.loops.values() if loop.enabled),
+            "runs": counts["runs"],
+            "proposals": counts["proposals"],
+            "unplannedEvents": unplanned,
+        }

@@ -1,0 +1,75 @@
+"""What every service operation works with: the store, the compiled rules, their
+validators, the lifecycle machines and the clock."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from engine.core.envelope import iso
+from engine.core.records import JournalEntry
+from engine.core.ruleset import RuleSet
+from engine.core.validation import Validators
+from engine.service.lifecycle import Lifecycle
+from engine.store.ports import Store, Tx
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Runtime:
+    store: Store
+    rules: RuleSet
+    validators: Validators
+    clock: Clock = system_clock
+    artifacts: Path = Path("var/artifacts")
+    lifecycle: Lifecycle = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lifecycle = Lifecycle(self.rules)
+
+    def now(self) -> str:
+        return iso(self.clock())
+
+    def journal(
+        self,
+        tx: Tx,
+        entity: str,
+        entity_id: str,
+        action: str,
+        actor: str,
+        *,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        note: str = "",
+        data: dict[str, Any] | None = None,
+        at: str | None = None,
+    ) -> None:
+        """Append one lifecycle record, stamped with the rules digest in force."""
+        tx.append_journal(
+            JournalEntry(
+                at=at or self.now(),
+                entity=entity,
+                entity_id=entity_id,
+                action=action,
+                actor=actor,
+                from_state=from_state,
+                to_state=to_state,
+                rules_digest=self.rules.digest,
+                note=note,
+                data=data,
+            )
+        )
+
+
+def stable_id(prefix: str, key: str) -> str:
+    """A deterministic id, so two processes deciding the same thing converge."""
+    return f"{prefix}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"

@@ -1,0 +1,218 @@
+"""Planning: each admitted event gets exactly one persisted Decision, and with it a
+proposal or a run, before anything runs. Safe to run in several processes at once:
+a decision is unique per event and a run unique per idempotency key."""
+
+from __future__ import annotations
+
+from engine.core.decisions import Decision, DecisionKind
+from engine.core.envelope import Envelope, parse_iso
+from engine.core.planner import Snapshot, plan
+from engine.core.records import (
+    DecisionRecord,
+    EventRecord,
+    ProposalRecord,
+    ProposalState,
+    RunRecord,
+)
+from engine.service.context import Runtime, stable_id
+from engine.store.ports import Tx
+
+BATCH = 500
+
+
+def envelope_of(event: EventRecord) -> Envelope:
+    return Envelope(
+        eventId=event.event_id,
+        type=event.type,
+        source=event.source,
+        subject=event.subject,
+        occurredAt=parse_iso(event.occurred_at),
+        correlationId=event.correlation_id,
+        payload=event.payload,
+    )
+
+
+def idempotency_key(event: EventRecord) -> str:
+    """Loop plus slot for a tick, so an approved tick and a replayed one converge;
+    otherwise the event's own id (already scoped, e.g. merge-pr:<repo>:<pr>:<sha>)."""
+    slot = event.payload.get("slot")
+    if event.loop is not None and isinstance(slot, str):
+        return f"loop:{event.loop}:{slot}"
+    return f"event:{event.event_id}"
+
+
+def plan_pending(rt: Runtime, limit: int = BATCH) -> int:
+    """Plan up to `limit` unplanned events in one transaction; the number planned."""
+    with rt.store.write() as tx:
+        events = tx.unplanned_events(limit)
+        for event in events:
+            plan_one(rt, tx, event)
+    return len(events)
+
+
+def plan_one(rt: Runtime, tx: Tx, event: EventRecord) -> Decision | None:
+    at = rt.now()
+    tx.mark_planned(event.event_id)
+    if tx.get_decision(event.event_id) is not None:
+        return None  # another process planned it first
+    envelope = envelope_of(event)
+    snapshot = Snapshot(loop_in_flight=event.loop is not None and tx.loop_in_flight(event.loop))
+    decision = plan(envelope, rt.rules, snapshot)
+    tx.insert_decision(
+        DecisionRecord(
+            event_id=event.event_id,
+            kind=decision.kind.value,
+            reason=decision.reason.value if decision.reason else None,
+            definition=decision.definition,
+            loop=decision.loop,
+            approved_by=decision.approved_by,
+            human_only=decision.human_only,
+            mutating=decision.mutating,
+            rule=str(decision.rule) if decision.rule else None,
+            note=decision.note,
+            rules_digest=rt.rules.digest,
+            decided_at=at,
+        )
+    )
+    _occurrence(rt, tx, event, decision, at)
+    if decision.kind is DecisionKind.PROPOSE:
+        _propose(rt, tx, event, decision, at)
+    elif decision.kind is DecisionKind.RUN:
+        _auto_run(rt, tx, event, decision, at)
+    return decision
+
+
+_TRIGGER = {
+    DecisionKind.NOOP: "noop",
+    DecisionKind.PROPOSE: "propose",
+    DecisionKind.RUN: "dispatch",
+    DecisionKind.SHADOW: "record_shadow",
+}
+
+
+def _occurrence(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at: str) -> None:
+    lc = rt.lifecycle
+    state = lc.occurrence(event.loop, event.type, "created", "triage")
+    state = lc.occurrence(
+        event.loop, event.type, state, _TRIGGER[decision.kind], no_run_in_flight=True
+    )
+    tx.set_occurrence(event.event_id, event.loop, state, at)
+    rt.journal(
+        tx,
+        "occurrence",
+        event.event_id,
+        f"decided:{decision.kind.value}",
+        "system",
+        from_state="created",
+        to_state=state,
+        note=decision.note,
+        at=at,
+        data={
+            "reason": decision.reason.value if decision.reason else None,
+            "definition": decision.definition,
+            "loop": decision.loop,
+            "rule": str(decision.rule) if decision.rule else None,
+        },
+    )
+
+
+def _proposal_record(event: EventRecord, decision: Decision, state: str, at: str) -> ProposalRecord:
+    assert decision.definition is not None
+    return ProposalRecord(
+        proposal_id=stable_id("prop", event.event_id),
+        event_id=event.event_id,
+        loop=event.loop,
+        definition=decision.definition,
+        state=state,
+        human_only=decision.human_only,
+        mutating=decision.mutating,
+        created_at=at,
+    )
+
+
+def _propose(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at: str) -> None:
+    proposal = _proposal_record(event, decision, ProposalState.OPEN, at)
+    if tx.insert_proposal(proposal):
+        rt.journal(
+            tx,
+            "proposal",
+            proposal.proposal_id,
+            "opened",
+            "system",
+            to_state="open",
+            at=at,
+            note=decision.note,
+            data={"event": event.event_id, "definition": decision.definition},
+        )
+
+
+def _auto_run(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at: str) -> None:
+    """An earned auto-approval: the proposal record says who approved it (the loop's
+    `schedule`, or `system` for a route rule), never an operator."""
+    assert decision.approved_by is not None
+    actor = decision.approved_by
+    proposal = _proposal_record(event, decision, ProposalState.OPEN, at)
+    if tx.insert_proposal(proposal):
+        approved = rt.lifecycle.proposal(
+            decision.human_only, "open", "approve", actor_is_human=False
+        )
+        tx.decide_proposal(proposal.proposal_id, "open", approved, at, actor, decision.note)
+        rt.journal(
+            tx,
+            "proposal",
+            proposal.proposal_id,
+            "approved",
+            actor,
+            from_state="open",
+            to_state=approved,
+            at=at,
+            note=decision.note,
+        )
+    queue_run(rt, tx, event, proposal.proposal_id, actor, at)
+
+
+def queue_run(
+    rt: Runtime, tx: Tx, event: EventRecord, proposal_id: str | None, actor: str, at: str
+) -> RunRecord:
+    """Create the run for an approved event (once per idempotency key) and journal it."""
+    decision = tx.get_decision(event.event_id)
+    assert decision is not None and decision.definition is not None
+    key = idempotency_key(event)
+    run = RunRecord(
+        run_id=stable_id("run", key),
+        idempotency_key=key,
+        event_id=event.event_id,
+        proposal_id=proposal_id,
+        loop=event.loop,
+        definition=decision.definition,
+        state="queued",
+        approved_by=actor,
+        attempts=0,
+        lease_owner=None,
+        lease_expires_at=None,
+        created_at=at,
+    )
+    if tx.insert_run(run):
+        rt.journal(
+            tx,
+            "run",
+            run.run_id,
+            "queued",
+            actor,
+            to_state="queued",
+            at=at,
+            data={"event": event.event_id, "definition": run.definition, "key": key},
+        )
+        return run
+    existing = tx.get_run_by_key(key)
+    assert existing is not None
+    rt.journal(
+        tx,
+        "run",
+        existing.run_id,
+        "converged",
+        actor,
+        at=at,
+        note=f"event {event.event_id} converged on the existing run for {key}",
+    )
+    return existing

@@ -1,0 +1,129 @@
+"""Operator decisions on proposals. Approval records the human actor; a human-only
+proposal is approved by a human operator only, whoever calls."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from engine.core.decisions import is_human
+from engine.core.envelope import iso
+from engine.core.records import ProposalRecord, RunRecord
+from engine.errors import Conflict, Forbidden, NotFound
+from engine.service.context import Runtime
+from engine.service.planning import queue_run
+from engine.store.ports import Tx
+
+
+def _open(tx: Tx, proposal_id: str) -> ProposalRecord:
+    proposal = tx.get_proposal(proposal_id)
+    if proposal is None:
+        raise NotFound(f"no proposal '{proposal_id}'")
+    if proposal.state != "open":
+        raise Conflict(
+            f"proposal '{proposal_id}' is {proposal.state}, not open",
+            state=proposal.state,
+            decided_by=proposal.decided_by,
+        )
+    return proposal
+
+
+def approve(
+    rt: Runtime, proposal_id: str, actor: str, note: str = ""
+) -> tuple[ProposalRecord, RunRecord]:
+    """Approve an open proposal and queue its run. Only a human (`operator:<name>`)
+    approves a human-only proposal; anyone else is refused and nothing changes."""
+    with rt.store.write() as tx:
+        proposal = _open(tx, proposal_id)
+        if proposal.human_only and not is_human(actor):
+            raise Forbidden(
+                f"'{proposal.definition}' is human-approval-only; '{actor}' is not a human operator",
+                reason="human_only",
+            )
+        if not is_human(actor):
+            raise Forbidden(f"proposals are approved by operators; '{actor}' is not one")
+        at = rt.now()
+        state = rt.lifecycle.proposal(proposal.human_only, "open", "approve", actor_is_human=True)
+        tx.decide_proposal(proposal_id, "open", state, at, actor, note)
+        rt.journal(
+            tx,
+            "proposal",
+            proposal_id,
+            "approved",
+            actor,
+            from_state="open",
+            to_state=state,
+            note=note,
+            at=at,
+        )
+        event = tx.get_event(proposal.event_id)
+        assert event is not None
+        _advance_occurrence(rt, tx, proposal, "approve", at)
+        run = queue_run(rt, tx, event, proposal_id, actor, at)
+        decided = tx.get_proposal(proposal_id)
+        assert decided is not None
+        return decided, run
+
+
+def reject(rt: Runtime, proposal_id: str, actor: str, reason: str) -> ProposalRecord:
+    """Reject an open proposal; nothing runs."""
+    if not is_human(actor):
+        raise Forbidden(f"proposals are rejected by operators; '{actor}' is not one")
+    with rt.store.write() as tx:
+        proposal = _open(tx, proposal_id)
+        at = rt.now()
+        state = rt.lifecycle.proposal(proposal.human_only, "open", "reject")
+        tx.decide_proposal(proposal_id, "open", state, at, actor, reason)
+        rt.journal(
+            tx,
+            "proposal",
+            proposal_id,
+            "rejected",
+            actor,
+            from_state="open",
+            to_state=state,
+            note=reason,
+            at=at,
+        )
+        _advance_occurrence(rt, tx, proposal, "reject", at)
+        decided = tx.get_proposal(proposal_id)
+        assert decided is not None
+        return decided
+
+
+def _advance_occurrence(
+    rt: Runtime, tx: Tx, proposal: ProposalRecord, trigger: str, at: str
+) -> None:
+    event = tx.get_event(proposal.event_id)
+    current = tx.get_occurrence_state(proposal.event_id)
+    if event is None or current is None:
+        return
+    state = rt.lifecycle.occurrence(event.loop, event.type, current, trigger, actor_is_human=True)
+    tx.set_occurrence(event.event_id, event.loop, state, at)
+
+
+def expire_stale(
+    rt: Runtime, ttl: timedelta, apply: bool, limit: int = 1000
+) -> list[ProposalRecord]:
+    """Open proposals older than `ttl`; expired (actor `system`) when `apply`."""
+    before = iso(rt.clock() - ttl)
+    with rt.store.write() as tx:
+        stale = tx.stale_proposals(before, limit)
+        if not apply:
+            return stale
+        at = rt.now()
+        for proposal in stale:
+            state = rt.lifecycle.proposal(proposal.human_only, "open", "expire")
+            if tx.decide_proposal(proposal.proposal_id, "open", state, at, "system", "expired"):
+                rt.journal(
+                    tx,
+                    "proposal",
+                    proposal.proposal_id,
+                    "expired",
+                    "system",
+                    from_state="open",
+                    to_state=state,
+                    note=f"open longer than {ttl}",
+                    at=at,
+                )
+                _advance_occurrence(rt, tx, proposal, "expire", at)
+        return stale

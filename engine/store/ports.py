@@ -1,0 +1,130 @@
+"""The storage interface. The service composes these operations inside one
+transaction (`Store.write()`), so a decision, its proposal or run, and their journal
+entries commit together or not at all. Implementations: `sqlite` (embedded default);
+PostgreSQL follows the same contract."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from engine.core.records import (
+    DecisionRecord,
+    EventRecord,
+    JournalEntry,
+    OutboxItem,
+    ProposalRecord,
+    RunRecord,
+)
+
+
+class Tx(Protocol):
+    """Operations inside one transaction. Every `insert_*` is idempotent on its key and
+    answers whether it wrote; every state change is a compare-and-set on the state the
+    caller saw and answers whether it moved."""
+
+    def insert_event(self, event: EventRecord) -> bool:
+        """Admit; False (and nothing written) when the event id exists."""
+
+    def get_event(self, event_id: str) -> EventRecord | None: ...
+
+    def list_events(self, limit: int, type: str | None = None) -> list[EventRecord]:
+        """Newest first."""
+
+    def unplanned_events(self, limit: int) -> list[EventRecord]:
+        """Admitted and not yet planned, oldest first."""
+
+    def mark_planned(self, event_id: str) -> None: ...
+
+    def insert_decision(self, decision: DecisionRecord) -> bool:
+        """One decision per event; False when the event was already decided."""
+
+    def get_decision(self, event_id: str) -> DecisionRecord | None: ...
+
+    def set_occurrence(self, event_id: str, loop: str | None, state: str, at: str) -> None: ...
+
+    def get_occurrence_state(self, event_id: str) -> str | None: ...
+
+    def loop_in_flight(self, loop: str) -> bool:
+        """A run of the loop is queued, claimed or running."""
+
+    def insert_proposal(self, proposal: ProposalRecord) -> bool:
+        """One proposal per event."""
+
+    def get_proposal(self, proposal_id: str) -> ProposalRecord | None: ...
+
+    def list_proposals(self, limit: int, state: str | None = None) -> list[ProposalRecord]: ...
+
+    def decide_proposal(
+        self, proposal_id: str, from_state: str, to_state: str, at: str, by: str, note: str
+    ) -> bool: ...
+
+    def stale_proposals(self, before: str, limit: int) -> list[ProposalRecord]:
+        """Open proposals created before `before`, oldest first."""
+
+    def insert_run(self, run: RunRecord) -> bool:
+        """One run per idempotency key; False when it exists."""
+
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    def get_run_by_key(self, key: str) -> RunRecord | None: ...
+
+    def list_runs(self, limit: int, state: str | None = None) -> list[RunRecord]: ...
+
+    def claim_next_run(self, owner: str, lease_until: str) -> RunRecord | None:
+        """Claim the oldest queued run for `owner`; None when the queue is empty. Two
+        claimers never get the same run."""
+
+    def heartbeat(self, run_id: str, owner: str, lease_until: str) -> bool: ...
+
+    def start_run(self, run_id: str, owner: str, at: str) -> bool: ...
+
+    def finish_run(
+        self,
+        run_id: str,
+        owner: str,
+        state: str,
+        at: str,
+        outcome: str | None,
+        result: dict[str, Any] | None,
+        error: str | None,
+        artifact: str | None,
+    ) -> bool:
+        """Only the current lease holder finishes a run."""
+
+    def expired_leases(self, now: str, limit: int) -> list[RunRecord]: ...
+
+    def recover_run(self, run: RunRecord, state: str, at: str, error: str) -> bool:
+        """Move a run whose lease expired (as seen in `run`) to queued or failed."""
+
+    def append_journal(self, entry: JournalEntry) -> int:
+        """Append; the journal is never updated or deleted."""
+
+    def list_journal(
+        self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None
+    ) -> list[JournalEntry]: ...
+
+    def enqueue_outbox(
+        self, event: dict[str, Any], origin_run: str | None, actor: str, at: str
+    ) -> None: ...
+
+    def pending_outbox(self, limit: int) -> list[OutboxItem]: ...
+
+    def mark_published(self, seq: int, at: str) -> bool: ...
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Runs and proposals by state."""
+
+
+class Store(Protocol):
+    def write(self) -> AbstractContextManager[Tx]:
+        """A write transaction; writers are serialised."""
+
+    def read(self) -> AbstractContextManager[Tx]:
+        """A read-only snapshot."""
+
+    def close(self) -> None: ...
+
+
+__all__ = ["Iterator", "Store", "Tx"]

@@ -1,0 +1,36 @@
+"""Named SQL queries read from `sql/queries.sql` (`-- name: X` sections)."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+_NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    """Split a queries file into {name: sql}; comment lines are dropped."""
+    parts = _NAME.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
+        queries[name] = "\n".join(lines).strip().rstrip(";")
+    return queries
+
+
+@cache
+def queries() -> dict[str, str]:
+    text = resources.files("engine.store").joinpath("sql/queries.sql").read_text("utf-8")
+    return parse_queries(text)
+
+
+def migrations(dialect: str) -> list[tuple[int, str]]:
+    """(version, sql) of every numbered migration of a dialect, in order."""
+    folder = resources.files("engine.store").joinpath(f"sql/{dialect}")
+    found = []
+    for entry in folder.iterdir():
+        match = re.match(r"^([0-9]{3})_[a-z0-9_]+\.sql$", entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.read_text("utf-8")))
+    return sorted(found)

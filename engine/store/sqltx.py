@@ -1,0 +1,334 @@
+"""The Tx operations written once in SQL over a DB-API cursor; backends supply the
+connection, the transaction boundaries and the parameter style."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from engine.core.records import (
+    DecisionRecord,
+    EventRecord,
+    JournalEntry,
+    OutboxItem,
+    ProposalRecord,
+    RunRecord,
+)
+from engine.store.queries import queries
+
+Row = Mapping[str, Any]
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _loads(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def _event(row: Row) -> EventRecord:
+    return EventRecord(
+        event_id=row["event_id"],
+        type=row["type"],
+        source=row["source"],
+        subject=row["subject"],
+        occurred_at=row["occurred_at"],
+        correlation_id=row["correlation_id"],
+        payload=_loads(row["payload"]),
+        loop=row["loop"],
+        admitted_at=row["admitted_at"],
+        admitted_by=row["admitted_by"],
+        planned=bool(row["planned"]),
+    )
+
+
+def _decision(row: Row) -> DecisionRecord:
+    data = dict(row)
+    data["human_only"] = bool(data["human_only"])
+    data["mutating"] = bool(data["mutating"])
+    return DecisionRecord(**data)
+
+
+def _proposal(row: Row) -> ProposalRecord:
+    data = dict(row)
+    data["human_only"] = bool(data["human_only"])
+    data["mutating"] = bool(data["mutating"])
+    return ProposalRecord(**data)
+
+
+def _run(row: Row) -> RunRecord:
+    data = dict(row)
+    data["result"] = _loads(data["result"])
+    return RunRecord(**data)
+
+
+def _journal(row: Row) -> JournalEntry:
+    data = dict(row)
+    data["data"] = _loads(data["data"])
+    return JournalEntry(**data)
+
+
+class SqlTx:
+    """Implements `engine.store.ports.Tx` with the shared named queries."""
+
+    def __init__(self, cursor: Any, adapt: Callable[[str], str] = lambda sql: sql) -> None:
+        self._cur = cursor
+        self._adapt = adapt
+        self._sql = {name: adapt(sql) for name, sql in queries().items()}
+
+    # ---- plumbing --------------------------------------------------------------
+    def _exec(self, name: str, **params: Any) -> int:
+        self._cur.execute(self._sql[name], params)
+        return int(self._cur.rowcount)
+
+    def _one(self, name: str, **params: Any) -> Row | None:
+        self._cur.execute(self._sql[name], params)
+        row = self._cur.fetchone()
+        return None if row is None else self._row(row)
+
+    def _all(self, name: str, **params: Any) -> list[Row]:
+        self._cur.execute(self._sql[name], params)
+        return [self._row(r) for r in self._cur.fetchall()]
+
+    def _row(self, row: Any) -> Row:
+        return row if isinstance(row, dict) else {k: row[k] for k in row.keys()}  # noqa: SIM118
+
+    # ---- events ----------------------------------------------------------------
+    def insert_event(self, event: EventRecord) -> bool:
+        return (
+            self._exec(
+                "insert_event",
+                event_id=event.event_id,
+                type=event.type,
+                source=event.source,
+                subject=event.subject,
+                occurred_at=event.occurred_at,
+                correlation_id=event.correlation_id,
+                payload=_dumps(event.payload),
+                loop=event.loop,
+                admitted_at=event.admitted_at,
+                admitted_by=event.admitted_by,
+            )
+            == 1
+        )
+
+    def get_event(self, event_id: str) -> EventRecord | None:
+        row = self._one("get_event", event_id=event_id)
+        return None if row is None else _event(row)
+
+    def list_events(self, limit: int, type: str | None = None) -> list[EventRecord]:
+        return [_event(r) for r in self._all("list_events", limit=limit, type=type)]
+
+    def unplanned_events(self, limit: int) -> list[EventRecord]:
+        return [_event(r) for r in self._all("unplanned_events", limit=limit)]
+
+    def mark_planned(self, event_id: str) -> None:
+        self._exec("mark_planned", event_id=event_id)
+
+    # ---- decisions and occurrences -------------------------------------------------
+    def insert_decision(self, d: DecisionRecord) -> bool:
+        return (
+            self._exec(
+                "insert_decision",
+                event_id=d.event_id,
+                kind=d.kind,
+                reason=d.reason,
+                definition=d.definition,
+                loop=d.loop,
+                approved_by=d.approved_by,
+                human_only=int(d.human_only),
+                mutating=int(d.mutating),
+                rule=d.rule,
+                note=d.note,
+                rules_digest=d.rules_digest,
+                decided_at=d.decided_at,
+            )
+            == 1
+        )
+
+    def get_decision(self, event_id: str) -> DecisionRecord | None:
+        row = self._one("get_decision", event_id=event_id)
+        return None if row is None else _decision(row)
+
+    def set_occurrence(self, event_id: str, loop: str | None, state: str, at: str) -> None:
+        self._exec("upsert_occurrence", event_id=event_id, loop=loop, state=state, updated_at=at)
+
+    def get_occurrence_state(self, event_id: str) -> str | None:
+        row = self._one("get_occurrence", event_id=event_id)
+        return None if row is None else str(row["state"])
+
+    def loop_in_flight(self, loop: str) -> bool:
+        return self._one("loop_in_flight", loop=loop) is not None
+
+    # ---- proposals -------------------------------------------------------------
+    def insert_proposal(self, p: ProposalRecord) -> bool:
+        return (
+            self._exec(
+                "insert_proposal",
+                proposal_id=p.proposal_id,
+                event_id=p.event_id,
+                loop=p.loop,
+                definition=p.definition,
+                state=p.state,
+                human_only=int(p.human_only),
+                mutating=int(p.mutating),
+                created_at=p.created_at,
+                note=p.note,
+            )
+            == 1
+        )
+
+    def get_proposal(self, proposal_id: str) -> ProposalRecord | None:
+        row = self._one("get_proposal", proposal_id=proposal_id)
+        return None if row is None else _proposal(row)
+
+    def list_proposals(self, limit: int, state: str | None = None) -> list[ProposalRecord]:
+        return [_proposal(r) for r in self._all("list_proposals", limit=limit, state=state)]
+
+    def decide_proposal(
+        self, proposal_id: str, from_state: str, to_state: str, at: str, by: str, note: str
+    ) -> bool:
+        moved = self._exec(
+            "decide_proposal",
+            proposal_id=proposal_id,
+            from_state=from_state,
+            to_state=to_state,
+            decided_at=at,
+            decided_by=by,
+            note=note,
+        )
+        return moved == 1
+
+    def stale_proposals(self, before: str, limit: int) -> list[ProposalRecord]:
+        return [_proposal(r) for r in self._all("stale_proposals", before=before, limit=limit)]
+
+    # ---- runs ------------------------------------------------------------------
+    def insert_run(self, run: RunRecord) -> bool:
+        return (
+            self._exec(
+                "insert_run",
+                run_id=run.run_id,
+                idempotency_key=run.idempotency_key,
+                event_id=run.event_id,
+                proposal_id=run.proposal_id,
+                loop=run.loop,
+                definition=run.definition,
+                approved_by=run.approved_by,
+                created_at=run.created_at,
+            )
+            == 1
+        )
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        row = self._one("get_run", run_id=run_id)
+        return None if row is None else _run(row)
+
+    def get_run_by_key(self, key: str) -> RunRecord | None:
+        row = self._one("get_run_by_key", idempotency_key=key)
+        return None if row is None else _run(row)
+
+    def list_runs(self, limit: int, state: str | None = None) -> list[RunRecord]:
+        return [_run(r) for r in self._all("list_runs", limit=limit, state=state)]
+
+    def claim_next_run(self, owner: str, lease_until: str) -> RunRecord | None:
+        while True:
+            row = self._one("next_queued_run")
+            if row is None:
+                return None
+            run_id = row["run_id"]
+            if self._exec("claim_run", run_id=run_id, owner=owner, lease_until=lease_until) == 1:
+                return self.get_run(run_id)
+
+    def heartbeat(self, run_id: str, owner: str, lease_until: str) -> bool:
+        return self._exec("heartbeat", run_id=run_id, owner=owner, lease_until=lease_until) == 1
+
+    def start_run(self, run_id: str, owner: str, at: str) -> bool:
+        return self._exec("start_run", run_id=run_id, owner=owner, started_at=at) == 1
+
+    def finish_run(
+        self,
+        run_id: str,
+        owner: str,
+        state: str,
+        at: str,
+        outcome: str | None,
+        result: dict[str, Any] | None,
+        error: str | None,
+        artifact: str | None,
+    ) -> bool:
+        moved = self._exec(
+            "finish_run",
+            run_id=run_id,
+            owner=owner,
+            state=state,
+            finished_at=at,
+            outcome=outcome,
+            result=_dumps(result),
+            error=error,
+            artifact=artifact,
+        )
+        return moved == 1
+
+    def expired_leases(self, now: str, limit: int) -> list[RunRecord]:
+        return [_run(r) for r in self._all("expired_leases", now=now, limit=limit)]
+
+    def recover_run(self, run: RunRecord, state: str, at: str, error: str) -> bool:
+        finished = at if state != "queued" else None
+        moved = self._exec(
+            "recover_run",
+            run_id=run.run_id,
+            owner=run.lease_owner,
+            lease_expires_at=run.lease_expires_at,
+            state=state,
+            finished_at=finished,
+            error=error,
+        )
+        return moved == 1
+
+    # ---- journal and outbox ------------------------------------------------------
+    def append_journal(self, e: JournalEntry) -> int:
+        self._exec(
+            "append_journal",
+            at=e.at,
+            entity=e.entity,
+            entity_id=e.entity_id,
+            action=e.action,
+            from_state=e.from_state,
+            to_state=e.to_state,
+            actor=e.actor,
+            rules_digest=e.rules_digest,
+            note=e.note,
+            data=_dumps(e.data),
+        )
+        return int(self._cur.lastrowid or 0)
+
+    def list_journal(
+        self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None
+    ) -> list[JournalEntry]:
+        rows = self._all(
+            "list_journal", limit=limit, after=after, entity=entity, entity_id=entity_id
+        )
+        return [_journal(r) for r in rows]
+
+    def enqueue_outbox(
+        self, event: dict[str, Any], origin_run: str | None, actor: str, at: str
+    ) -> None:
+        self._exec(
+            "enqueue_outbox", event=_dumps(event), origin_run=origin_run, actor=actor, created_at=at
+        )
+
+    def pending_outbox(self, limit: int) -> list[OutboxItem]:
+        return [
+            OutboxItem(r["seq"], _loads(r["event"]), r["origin_run"], r["actor"], r["created_at"])
+            for r in self._all("pending_outbox", limit=limit)
+        ]
+
+    def mark_published(self, seq: int, at: str) -> bool:
+        return self._exec("mark_published", seq=seq, published_at=at) == 1
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        runs = {r["state"]: int(r["n"]) for r in self._all("count_by_state")}
+        proposals = {r["state"]: int(r["n"]) for r in self._all("count_proposals_by_state")}
+        return {"runs": runs, "proposals": proposals}
