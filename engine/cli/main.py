@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from engine.cli import check, diagram
-from engine.cli.exits import USAGE
+from engine.cli.exits import OK, USAGE
 
 DESCRIPTION = """\
 A durable, rules-driven event runtime: clock slots, webhooks and chained outcomes
@@ -36,7 +36,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return USAGE
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stderr.close()
+        return OK
+    except KeyboardInterrupt:
+        return 130  # the shell's convention for SIGINT
     return code
 
 

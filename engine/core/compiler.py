@@ -60,6 +60,7 @@ class _Compiler:
         self.approval_spans: dict[str, Span] = {}
         self.emit_spans: dict[str, tuple[Span, Span]] = {}  # loop -> (type, payload)
         self.routed: set[str] = set()  # every routed type, including broken routes
+        self.dropped: set[str] = set()  # kernel loops not compiled for their errors
 
     # ---- driver ------------------------------------------------------------------
     def run(self) -> RuleSet:
@@ -76,7 +77,9 @@ class _Compiler:
             if isinstance(decl, RouteDecl):
                 self._route(decl)
         kernel = self._loops(decls)
-        loops, overlay_spans = apply_overlay(kernel, self.tree.overlay, self.c)
+        # An overlay entry for a kernel loop that failed is not read as a new loop.
+        overlay = [o for o in self.tree.overlay if o.value[0] not in self.dropped]
+        loops, overlay_spans = apply_overlay(kernel, overlay, self.c)
         for loop in loops.values():
             self._check_loop(loop, overlay_spans.get(loop.name, {}))
         chains = self._chains(d for d in decls if isinstance(d, ChainDecl))
@@ -312,6 +315,7 @@ class _Compiler:
                 at,
                 "write: emit TYPE { key: value }",
             )
+            self.dropped.add(name or decl.name)
             return None
         emit = decl.emits[0]
         if emit.subject or emit.event_id or emit.guard:
@@ -333,6 +337,7 @@ class _Compiler:
         if draft.trigger is None or name is None or payload is None:
             # The loop is dropped; what it emits is still checked, so one run reports all.
             self._routed_type(emit.event_type, emit.type_span)
+            self.dropped.add(name or decl.name)
             return None
         if draft.approval_span is not None:
             self.approval_spans[name] = draft.approval_span
@@ -396,6 +401,12 @@ class _Compiler:
     def _check_loop(self, loop: Loop, overlay_keys: dict[str, Span]) -> None:
         """Checks on the effective loop; errors point at the overlay key that set a
         value where the overlay did, otherwise at the rule."""
+        if loop.source is Source.OVERLAY and not LOOP_NAME.match(loop.name):
+            self.c.error(
+                "E0207",
+                f"loop name '{loop.name}' must be lower-case letters, digits, '.', '-' or '_'",
+                loop.origin,
+            )
         type_span, payload_span = self.emit_spans.get(loop.name, (loop.origin, loop.origin))
         at_type = overlay_keys.get("emit", type_span)
         self._routed_type(loop.event_type, at_type)

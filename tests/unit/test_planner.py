@@ -1,0 +1,134 @@
+"""The planner is pure: an event, the compiled rules and a snapshot give one Decision."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from engine.core.decisions import DecisionKind, NoopReason
+from engine.core.envelope import Envelope
+from engine.core.planner import Snapshot, loop_of, plan
+from engine.core.ruleset import Approval, Policy, RuleSet
+from engine.loading import Paths, load_rules
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def rules() -> RuleSet:
+    return load_rules(Paths(ROOT / "loops", ROOT / "registry", ROOT / "tests" / "no-config"))
+
+
+def tick(loop: str, event_type: str = "clock.tick.reaper", source: str = "schedule") -> Envelope:
+    slot = "2026-11-30T10:00:00Z"
+    return Envelope(
+        eventId=f"clock:{loop}:{slot}",
+        type=event_type,
+        source=source,
+        occurredAt=datetime(2026, 11, 30, 10, tzinfo=UTC),
+        payload={"loop": loop, "slot": slot, "cadenceSeconds": 3600, "skippedSlots": 0},
+    )
+
+
+def with_loop(rules: RuleSet, name: str, **changes: object) -> RuleSet:
+    loops = dict(rules.loops)
+    loops[name] = replace(loops[name], **changes)  # type: ignore[arg-type]
+    return replace(rules, loops=loops)
+
+
+def test_watched_loop_tick_proposes(rules: RuleSet) -> None:
+    """An enabled watched loop's tick becomes a proposal, approved by nobody yet."""
+    enabled = with_loop(rules, "reaper", enabled=True)
+    decision = plan(tick("reaper"), enabled, Snapshot())
+    assert decision.kind is DecisionKind.PROPOSE
+    assert decision.approved_by is None
+    assert decision.definition == "reaper@1"
+    assert decision.rule is not None and decision.rule.file.endswith("reaper.rules")
+
+
+def test_auto_loop_tick_runs_as_schedule(rules: RuleSet) -> None:
+    """An enabled auto loop's tick runs at once with actor `schedule`, never an operator."""
+    auto = with_loop(rules, "reaper", enabled=True, approval=Approval.AUTO)
+    decision = plan(tick("reaper"), auto, Snapshot())
+    assert decision.kind is DecisionKind.RUN
+    assert decision.approved_by == "schedule"
+
+
+def test_singleton_in_flight_is_a_typed_noop(rules: RuleSet) -> None:
+    """A singleton loop with a run in flight gets NOOP previous_run_in_flight, not a second run."""
+    auto = with_loop(rules, "reaper", enabled=True, approval=Approval.AUTO)
+    decision = plan(tick("reaper"), auto, Snapshot(loop_in_flight=True))
+    assert decision.kind is DecisionKind.NOOP
+    assert decision.reason is NoopReason.PREVIOUS_RUN_IN_FLIGHT
+
+
+def test_overlapping_loop_ignores_in_flight(rules: RuleSet) -> None:
+    """A loop declared `overlapping` may run again while a run is in flight."""
+    auto = with_loop(rules, "reaper", enabled=True, approval=Approval.AUTO, singleton=False)
+    assert plan(tick("reaper"), auto, Snapshot(loop_in_flight=True)).kind is DecisionKind.RUN
+
+
+def test_disabled_loop_tick_from_the_clock_is_a_noop(rules: RuleSet) -> None:
+    """A tick of a disabled loop (a race with disabling) plans nothing."""
+    decision = plan(tick("reaper"), rules, Snapshot())
+    assert (decision.kind, decision.reason) == (DecisionKind.NOOP, NoopReason.DISABLED)
+
+
+def test_paused_loop_is_a_noop(rules: RuleSet) -> None:
+    """A paused loop's tick is recorded as NOOP paused."""
+    enabled = with_loop(rules, "reaper", enabled=True)
+    decision = plan(tick("reaper"), enabled, Snapshot(loop_paused=True))
+    assert decision.reason is NoopReason.PAUSED
+
+
+def test_shadow_loop_records_instead_of_running(rules: RuleSet) -> None:
+    """A loop in shadow mode records a SHADOW decision and dispatches nothing."""
+    shadow = with_loop(rules, "reaper", enabled=True, approval=Approval.AUTO, policy=Policy(shadow=True))
+    assert plan(tick("reaper"), shadow, Snapshot()).kind is DecisionKind.SHADOW
+
+
+def test_human_only_type_always_proposes(rules: RuleSet) -> None:
+    """A human-approval-only event type proposes even where a rule would auto-approve."""
+    event = Envelope(
+        eventId="ship-1",
+        type="factory.ship.apply.requested",
+        source="chain",
+        occurredAt=datetime(2026, 11, 30, tzinfo=UTC),
+        payload={"repo": "bj29", "version": "1.2.0"},
+    )
+    routes = dict(rules.routes)
+    routes[event.type] = replace(routes[event.type], approval=Approval.AUTO)
+    decision = plan(event, replace(rules, routes=routes), Snapshot())
+    assert decision.kind is DecisionKind.PROPOSE
+    assert decision.human_only
+
+
+def test_non_loop_event_follows_its_route(rules: RuleSet) -> None:
+    """An injected event is not a tick: its route's approval applies (watched here)."""
+    event = Envelope(
+        eventId="w-1",
+        type="factory.work.requested",
+        source="inject",
+        occurredAt=datetime(2026, 11, 30, tzinfo=UTC),
+        payload={"repo": "bj29", "loop": "reaper"},
+    )
+    assert loop_of(event, rules) is None
+    decision = plan(event, rules, Snapshot(loop_in_flight=True))
+    assert decision.kind is DecisionKind.PROPOSE
+    assert decision.loop is None
+
+
+def test_unrouted_type_is_a_noop(rules: RuleSet) -> None:
+    """A registered type without a route plans NOOP no_route."""
+    routes = {k: v for k, v in rules.routes.items() if k != "factory.triage.requested"}
+    event = Envelope(
+        eventId="t-1",
+        type="factory.triage.requested",
+        source="inject",
+        occurredAt=datetime(2026, 11, 30, tzinfo=UTC),
+        payload={"repo": "bj29"},
+    )
+    assert plan(event, replace(rules, routes=routes), Snapshot()).reason is NoopReason.NO_ROUTE
