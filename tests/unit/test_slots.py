@@ -1,0 +1,198 @@
+"""Slot arithmetic and catch-up: properties over arbitrary clocks, plus the daylight
+saving table of docs/scheduling.md."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.core.ruleset import CatchUp
+from engine.core.slots import (
+    CronSlots,
+    IntervalSlots,
+    Policy,
+    SkipReason,
+    _decide,
+    next_fires,
+    pending,
+    plan_pass,
+)
+
+BASE = datetime(2026, 1, 1, tzinfo=UTC)
+moments = st.integers(min_value=0, max_value=400 * 86400).map(lambda s: BASE + timedelta(seconds=s))
+cadences = st.sampled_from([60, 300, 900, 1800, 3600, 4 * 3600, 86400, 7 * 86400])
+policies = st.builds(
+    Policy,
+    st.sampled_from(list(CatchUp)),
+    st.none() | st.integers(min_value=1, max_value=50),
+    st.none() | st.integers(min_value=1, max_value=48).map(lambda h: timedelta(hours=h)),
+)
+
+
+@given(cadences, moments)
+def test_interval_slot_is_the_epoch_floor(every: int, moment: datetime) -> None:
+    """An interval slot is the cadence floor of the instant, aligned to the Unix epoch."""
+    slot = IntervalSlots(every).floor(moment)
+    assert slot <= moment < slot + timedelta(seconds=every)
+    assert int(slot.timestamp()) % every == 0
+
+
+@settings(max_examples=300)
+@given(
+    cadences.filter(lambda e: e <= 86400),
+    policies,
+    moments,
+    st.integers(0, 200),
+    st.integers(0, 200),
+)
+def test_interval_arithmetic_matches_the_enumerated_rules(
+    every: int, policy: Policy, since: datetime, gap: int, late: int
+) -> None:
+    """The O(1) interval pass decides exactly what the general rules decide over the
+    enumerated list of due slots."""
+    seq = IntervalSlots(every)
+    cursor = seq.floor(since + timedelta(seconds=every * gap // 7))
+    now = cursor + timedelta(seconds=every * late // 3 + 17)
+    fast = plan_pass(seq, policy, cursor, since, now)
+    slow = _decide(list(pending(seq, cursor, since, now)), policy, now, cursor)
+    assert fast == slow
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cadences.filter(lambda e: e <= 4 * 3600),
+    policies,
+    moments,
+    st.lists(st.integers(min_value=1, max_value=30 * 3600), min_size=1, max_size=25),
+)
+def test_a_clock_with_restarts_fires_each_slot_at_most_once(
+    every: int, policy: Policy, since: datetime, steps: list[int]
+) -> None:
+    """Passes at arbitrary moments (sleeps, restarts) fire every slot at most once, never
+    a slot before enablement, in increasing order; every due slot is fired or skipped."""
+    seq = IntervalSlots(every)
+    cursor: datetime | None = None
+    now = since
+    fired: list[datetime] = []
+    skipped = 0
+    for step in steps:
+        now += timedelta(seconds=step)
+        result = plan_pass(seq, policy, cursor, since, now)
+        fired += [f.slot for f in result.fires]
+        skipped += sum(s.count for s in result.skips)
+        cursor = result.cursor
+    assert fired == sorted(set(fired))
+    assert all(slot >= since for slot in fired)
+    accounted = list(pending(seq, None, since, cursor)) if cursor else []
+    assert len(fired) + skipped == len(accounted)
+
+
+def _hourly_since_20h() -> tuple[IntervalSlots, datetime, datetime]:
+    seq = IntervalSlots(3600)
+    return seq, datetime(2026, 11, 29, 20, 30, tzinfo=UTC), datetime(2026, 11, 29, 21, tzinfo=UTC)
+
+
+def test_six_missed_slots_under_none_fire_one_with_five_skipped() -> None:
+    """Asleep over six hourly slots: `none` fires the newest with skippedSlots 5."""
+    seq, since, cursor = _hourly_since_20h()
+    result = plan_pass(
+        seq, Policy(CatchUp.NONE), cursor, since, datetime(2026, 11, 30, 3, 5, tzinfo=UTC)
+    )
+    assert [(f.slot.hour, f.skipped) for f in result.fires] == [(3, 5)]
+    assert [(s.count, s.reason) for s in result.skips] == [(5, SkipReason.CATCHUP_NONE)]
+
+
+def test_last_fires_newest_missed_then_current_next_pass() -> None:
+    """`last` fires the slot before the current one now, and the current one next pass."""
+    seq, since, cursor = _hourly_since_20h()
+    now = datetime(2026, 11, 30, 3, 5, tzinfo=UTC)
+    first = plan_pass(seq, Policy(CatchUp.LAST), cursor, since, now)
+    assert [(f.slot.hour, f.skipped) for f in first.fires] == [(2, 4)]
+    second = plan_pass(seq, Policy(CatchUp.LAST), first.cursor, since, now + timedelta(seconds=1))
+    assert [(f.slot.hour, f.skipped) for f in second.fires] == [(3, 0)]
+
+
+def test_all_replays_in_order_up_to_the_cap() -> None:
+    """`all` fires every due slot in order; beyond the cap the oldest are skipped."""
+    seq, since, cursor = _hourly_since_20h()
+    now = datetime(2026, 11, 30, 3, 5, tzinfo=UTC)
+    result = plan_pass(seq, Policy(CatchUp.ALL, cap=4), cursor, since, now)
+    assert [f.slot.hour for f in result.fires] == [0, 1, 2, 3]
+    assert result.fires[0].skipped == 2
+    assert [(s.count, s.reason) for s in result.skips] == [(2, SkipReason.CATCHUP_CAP)]
+
+
+def test_max_lateness_skips_slots_too_old_to_matter() -> None:
+    """A due slot older than max-lateness never fires and is recorded as too_late."""
+    seq, since, cursor = _hourly_since_20h()
+    now = datetime(2026, 11, 30, 3, 5, tzinfo=UTC)
+    result = plan_pass(seq, Policy(CatchUp.ALL, None, timedelta(hours=2)), cursor, since, now)
+    assert [f.slot.hour for f in result.fires] == [2, 3]
+    assert [(s.count, s.reason) for s in result.skips] == [(4, SkipReason.TOO_LATE)]
+
+
+def test_nothing_before_enablement_is_due() -> None:
+    """A loop enabled at 10:30 has no due slot before 11:00."""
+    seq = IntervalSlots(3600)
+    since = datetime(2026, 11, 30, 10, 30, tzinfo=UTC)
+    assert (
+        plan_pass(seq, Policy(CatchUp.ALL), None, since, since + timedelta(minutes=20)).fires == ()
+    )
+    result = plan_pass(seq, Policy(CatchUp.ALL), None, since, since + timedelta(minutes=40))
+    assert [f.slot.hour for f in result.fires] == [11]
+
+
+# ---- daylight saving: the table in docs/scheduling.md -------------------------------------
+
+DST_CASES = [
+    # zone, cron, after (UTC), expected next fires (UTC)
+    ("Europe/Budapest", "30 2 * * *", "2026-03-28T12:00", ["2026-03-29T01:00", "2026-03-30T00:30"]),
+    ("Europe/Budapest", "30 2 * * *", "2026-10-24T12:00", ["2026-10-25T00:30", "2026-10-26T01:30"]),
+    (
+        "America/New_York",
+        "30 2 * * *",
+        "2026-03-07T12:00",
+        ["2026-03-08T07:00", "2026-03-09T06:30"],
+    ),
+    (
+        "America/New_York",
+        "30 1 * * *",
+        "2026-10-31T12:00",
+        ["2026-11-01T05:30", "2026-11-02T06:30"],
+    ),
+    ("UTC", "0 9 * * 1-5", "2026-11-27T10:00", ["2026-11-30T09:00", "2026-12-01T09:00"]),
+]
+
+
+@pytest.mark.parametrize(("zone", "expr", "after", "expected"), DST_CASES)
+def test_cron_daylight_saving_table(zone: str, expr: str, after: str, expected: list[str]) -> None:
+    """A missing wall time fires once at the end of the gap; a repeated one fires once."""
+    start = datetime.fromisoformat(after).replace(tzinfo=UTC)
+    got = next_fires(CronSlots(expr, zone), start, len(expected))
+    assert [g.strftime("%Y-%m-%dT%H:%M") for g in got] == expected
+
+
+def test_quarter_hourly_cron_fires_once_per_instant_across_the_gap() -> None:
+    """Every wall time inside a spring-forward gap maps to one firing at the gap's end."""
+    got = next_fires(
+        CronSlots("*/15 * * * *", "Europe/Budapest"), datetime(2026, 3, 29, 0, 40, tzinfo=UTC), 3
+    )
+    assert [g.strftime("%H:%M") for g in got] == ["00:45", "01:00", "01:15"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from(["Europe/Budapest", "America/New_York", "Australia/Lord_Howe", "UTC"]),
+    st.sampled_from(["*/15 * * * *", "30 2 * * *", "0 */3 * * *", "5 1,2,3 * * 0"]),
+    st.integers(min_value=0, max_value=365 * 86400),
+)
+def test_cron_slots_strictly_increase_and_floor_agrees(zone: str, expr: str, offset: int) -> None:
+    """Cron slots are strictly increasing, and floor(slot) is the slot itself."""
+    seq = CronSlots(expr, zone)
+    got = next_fires(seq, BASE + timedelta(seconds=offset), 6)
+    assert got == sorted(set(got))
+    for slot in got:
+        assert seq.floor(slot) == slot
