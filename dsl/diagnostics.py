@@ -97,8 +97,11 @@ class Collector:
     items: list[Diagnostic] = field(default_factory=list)
 
     def error(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
+        """Record a problem once: a rule expanded per repo reports the same one once."""
         source = self.sources.line(span.file, span.line)
-        self.items.append(Diagnostic(code, message, span, source, hint))
+        diagnostic = Diagnostic(code, message, span, source, hint)
+        if diagnostic not in self.items:
+            self.items.append(diagnostic)
 
     def extend(self, diagnostics: Iterable[Diagnostic]) -> None:
         self.items.extend(diagnostics)

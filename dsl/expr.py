@@ -252,19 +252,35 @@ def _text(value: Any, path: Path) -> str:
 _ORDERING = {"<", "<=", ">", ">="}
 
 
+def same(left: Any, right: Any) -> bool:
+    """JSON equality: `true` is not `1`, lists and objects compare item by item."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return isinstance(left, bool) and isinstance(right, bool) and left is right
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(same(a, b) for a, b in zip(left, right, strict=True))
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)
+    return bool(left == right)
+
+
 def _compare(expr: Compare, scope: Mapping[str, Any]) -> bool:
     left = evaluate(expr.left, scope)
     right = evaluate(expr.right, scope)
     if expr.op == "==":
-        return bool(left == right)
+        return same(left, right)
     if expr.op == "!=":
-        return bool(left != right)
+        return not same(left, right)
     if expr.op in ("in", "not in"):
         if not isinstance(right, list | str | dict):
             raise EvalError(f"'{expr.op}' needs a list, object or string on the right", expr.span)
         if isinstance(right, str) and not isinstance(left, str):
             raise EvalError("'in' on a string needs a string on the left", expr.span)
-        found = left in right
+        if isinstance(right, dict):  # keys are strings; other values (even unhashable) are absent
+            found = isinstance(left, str) and left in right
+        elif isinstance(right, str):
+            found = left in right
+        else:
+            found = any(same(left, item) for item in right)
         return found if expr.op == "in" else not found
     comparable = (isinstance(left, int | float) and isinstance(right, int | float)) or (
         isinstance(left, str) and isinstance(right, str)

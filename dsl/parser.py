@@ -109,7 +109,8 @@ def _syntax_diagnostic(err: UnexpectedInput, path: str, text: str) -> tuple[Span
         if token.type == "_INDENT":
             span = Span(path, line + 1, 1)
             return span, "unexpected indentation", "only loop, for, chain and webhook blocks indent"
-        shown = "end of line" if token.type == "_NL" else repr(str(token).strip())
+        invisible = token.type in ("_NL", "_DEDENT")  # no text of their own to quote
+        shown = _TOKEN_NAMES[token.type] if invisible else repr(str(token).strip())
         return span, f"unexpected {shown}", _describe_hint(err.expected)
     if isinstance(err, UnexpectedEOF):
         return span, "unexpected end of file", _describe_hint(set(err.expected))

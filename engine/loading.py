@@ -128,8 +128,11 @@ def node_span(file: str, node: Any, key: str | int | None = None) -> Span:
     return Span(file, line + 1, col + 1)
 
 
-def _locate_error(file: str, node: Any, loc: tuple[Any, ...]) -> Span:
-    """The span of the deepest part of `node` that a pydantic error location reaches."""
+def _locate_error(file: str, node: Any, loc: tuple[Any, ...], at: Span | None) -> Span:
+    """The span of the deepest part of `node` that a pydantic error location reaches;
+    `at` (the entry's key) when it reaches no part of the node."""
+    if at is not None and (not loc or loc[0] not in _keys(node)):
+        return at
     span = node_span(file, node)
     for part in loc:
         in_map = isinstance(node, CommentedMap) and part in node
@@ -142,10 +145,21 @@ def _locate_error(file: str, node: Any, loc: tuple[Any, ...]) -> Span:
     return span
 
 
+def _keys(node: Any) -> set[Any]:
+    return set(node) if isinstance(node, CommentedMap) else set()
+
+
 def validate(
-    model: type[M], data: Any, file: str, node: Any, collector: Collector, code: str = "E0902"
+    model: type[M],
+    data: Any,
+    file: str,
+    node: Any,
+    collector: Collector,
+    code: str = "E0902",
+    at: Span | None = None,
 ) -> M | None:
-    """Validate one YAML node into a model, reporting each error at its key."""
+    """Validate one YAML node into a model, reporting each error at its key (or at
+    `at`, where the entry is named, when the node has no such key)."""
     try:
         return model.model_validate(_plain(data))
     except ValidationError as err:
@@ -154,7 +168,8 @@ def validate(
             message = e["msg"].removeprefix("Value error, ")
             if e["type"] == "extra_forbidden":
                 message = f"unknown field '{e['loc'][-1]}'"
-            collector.error(code, f"{where}: {message}", _locate_error(file, node, e["loc"]))
+            span = _locate_error(file, node, e["loc"], at)
+            collector.error(code, f"{where}: {message}", span)
     return None
 
 
@@ -230,7 +245,7 @@ def load_event_types(registry: Path, collector: Collector) -> list[Located[Event
         data = dict(body) if isinstance(body, CommentedMap) else body
         if isinstance(data, dict):
             data = {"name": name, **data}
-        event_type = validate(EventType, data, file, body, collector)
+        event_type = validate(EventType, data, file, body, collector, at=span)
         if event_type is None:
             continue
         if event_type.schema_file:
@@ -293,7 +308,7 @@ def load_repos(config: Path, collector: Collector) -> list[Located[tuple[str, Re
                 "E0902", f"repo name '{name}' must be lower-case letters, digits, - or _", span
             )
             continue
-        entry = validate(RepoEntry, body, file, body, collector)
+        entry = validate(RepoEntry, body, file, body, collector, at=span)
         if entry is not None:
             out.append(Located((name, entry), span, _key_spans(file, body)))
     return out
@@ -311,9 +326,8 @@ def load_overlay(config: Path, collector: Collector) -> list[Located[tuple[str, 
     out: list[Located[tuple[str, OverlayEntry]]] = []
     for name, body in section.items():
         span = node_span(file, section, name)
-        entry = validate(
-            OverlayEntry, body if body is not None else {}, file, body, collector, "E0802"
-        )
+        data = body if body is not None else {}
+        entry = validate(OverlayEntry, data, file, body, collector, "E0802", at=span)
         if entry is not None:
             out.append(Located((str(name), entry), span, _key_spans(file, body)))
     return out

@@ -81,7 +81,8 @@ class _Compiler:
         overlay = [o for o in self.tree.overlay if o.value[0] not in self.dropped]
         loops, overlay_spans = apply_overlay(kernel, overlay, self.c)
         for loop in loops.values():
-            self._check_loop(loop, overlay_spans.get(loop.name, {}))
+            declared = kernel.get(loop.name)
+            self._check_loop(loop, overlay_spans.get(loop.name, {}), declared)
         chains = self._chains(d for d in decls if isinstance(d, ChainDecl))
         webhooks = self._webhooks(d for d in decls if isinstance(d, WebhookDecl))
         self.c.raise_if_any()
@@ -244,10 +245,12 @@ class _Compiler:
         """A `for` block that selects no repo (none configured, as in CI) is checked
         against a sample repo, so its mistakes fail closed without a config."""
         scope = {decl.var: SAMPLE_REPO.as_scope()}
+        dropped = set(self.dropped)  # sample loops are not kernel loops an overlay could name
         for loop_decl in decl.loops:
             loop = self._loop(loop_decl, scope)
             if loop is not None:
                 self._check_loop(loop, {})
+        self.dropped = dropped
 
     def _add_loop(self, loops: dict[str, Loop], loop: Loop | None) -> None:
         if loop is None:
@@ -398,7 +401,9 @@ class _Compiler:
         assert isinstance(value, dict)
         return value
 
-    def _check_loop(self, loop: Loop, overlay_keys: dict[str, Span]) -> None:
+    def _check_loop(
+        self, loop: Loop, overlay_keys: dict[str, Span], declared: Loop | None = None
+    ) -> None:
         """Checks on the effective loop; errors point at the overlay key that set a
         value where the overlay did, otherwise at the rule."""
         if loop.source is Source.OVERLAY and not LOOP_NAME.match(loop.name):
@@ -411,7 +416,10 @@ class _Compiler:
         at_type = overlay_keys.get("emit", type_span)
         self._routed_type(loop.event_type, at_type)
         approval_at = overlay_keys.get("approval", self.approval_spans.get(loop.name, loop.origin))
-        if loop.approval is Approval.AUTO and not loop.enabled:
+        # Disabling is always allowed: an overlay may switch off a kernel loop that
+        # earned auto approval; only declaring auto on a loop that is not on fails.
+        switched_off = declared is not None and declared.enabled and not loop.enabled
+        if loop.approval is Approval.AUTO and not loop.enabled and not switched_off:
             approval_at = overlay_keys.get("enabled", approval_at)
             self.c.error(
                 "E0301",

@@ -1,0 +1,226 @@
+"""Fixtures shared by every test layer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EngineRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def run_engine() -> EngineRunner:
+    """Run the real `engine` command (`python -m engine ARGS`) as a subprocess in `cwd`."""
+
+    def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "engine", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    return run
+
+
+# ---- the runtime test tree: adapters, worker, reaper (tests/data/runtime) --------------
+# Appended block with its own imports (E402): several people append to this file.
+
+from collections.abc import Iterator  # noqa: E402
+
+from engine.bootstrap import open_service  # noqa: E402
+from engine.loading import Paths  # noqa: E402
+from engine.service import Service  # noqa: E402
+
+RUNTIME_TREE = ROOT / "tests" / "data" / "runtime"
+
+
+@pytest.fixture
+def runtime_paths() -> Paths:
+    """Rules and registry of tests/data/runtime: command, fake and agent definitions."""
+    return Paths(RUNTIME_TREE / "loops", RUNTIME_TREE / "registry", RUNTIME_TREE / "config")
+
+
+@pytest.fixture
+def runtime_service(
+    tmp_path: Path, runtime_paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Service]:
+    """A Service on a fresh SQLite file in tmp_path over the runtime test tree; the
+    test scripts are found through RUNTIME_SCRIPTS (a declared env name)."""
+    monkeypatch.setenv("RUNTIME_SCRIPTS", str(RUNTIME_TREE / "scripts"))
+    service = open_service(str(tmp_path / "e.db"), runtime_paths)
+    yield service
+    service.rt.store.close()
+
+
+# ---- a real `engine serve` on a free loopback port (tests/data/api) -------------------
+# Appended block with its own imports (E402): several people append to this file.
+
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+API_TREE = ROOT / "tests" / "data" / "api"
+EVENT_SECRET = "test-event-secret"
+OPERATOR_TOKENS = {"alice": "alice-token", "bob": "bob-token"}
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tree_args(db: Path, tree: Path) -> list[str]:
+    """The `--db` and rules options that point a command at a database and a tree."""
+    return [
+        "--db",
+        str(db),
+        "--rules",
+        str(tree / "loops"),
+        "--registry",
+        str(tree / "registry"),
+        "--config",
+        str(tree / "config"),
+    ]
+
+
+@dataclass
+class Serve:
+    """A running `engine serve` subprocess and a small JSON client for it."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    db: Path
+    log: Path
+    tree: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        """(status, parsed JSON answer); `raw` sends bytes as they are."""
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        req = urllib.request.Request(self.url + path, data=data, headers=sent, method=method)
+        try:
+            with _NO_PROXY.open(req, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            with err:
+                return err.code, json.loads(err.read())
+
+    def wait_for(
+        self, path: str, ready: Callable[[Any], bool], token: str, within: float = 10
+    ) -> Any:
+        """Poll a GET route until `ready(answer)`; the answer."""
+        deadline = time.monotonic() + within
+        while True:
+            status, answer = self.request("GET", path, token=token)
+            if status == 200 and ready(answer):
+                return answer
+            if time.monotonic() > deadline:
+                raise AssertionError(f"GET {path} never got ready: {status} {answer}")
+            time.sleep(0.05)
+
+    def stop(self, sig: int = signal.SIGTERM, within: float = 15) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(within)
+
+    def argv(self) -> list[str]:
+        return tree_args(self.db, self.tree)
+
+    def token(self, name: str) -> str:
+        """The bearer token this runtime gives operator `name`."""
+        pairs = dict(p.split(":", 1) for p in self.env["ENGINE_OPERATOR_TOKEN"].split(","))
+        return pairs[name]
+
+
+def launch_serve(
+    workdir: Path, tree: Path = API_TREE, env: dict[str, str] | None = None, *args: str
+) -> Serve:
+    """Start `engine serve` on a fresh SQLite file in `workdir` and wait for GET /status.
+    `env` replaces the default secrets (pass {} for none)."""
+    secrets = {
+        "ENGINE_EVENT_SECRET": EVENT_SECRET,
+        "ENGINE_OPERATOR_TOKEN": ",".join(f"{k}:{v}" for k, v in OPERATOR_TOKENS.items()),
+    }
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
+    full = {**base, **(secrets if env is None else env)}
+    port, db, log = free_port(), workdir / "engine.db", workdir / "serve.log"
+    command = [sys.executable, "-m", "engine", "serve", "--port", str(port)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*command, *tree_args(db, tree), *args],
+            cwd=workdir,
+            env=full,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    serve = Serve(process, f"http://127.0.0.1:{port}", db, log, tree, full)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if serve.request("GET", "/status")[0] == 200:
+                return serve
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.05)
+    serve.stop(signal.SIGKILL)
+    raise AssertionError(f"engine serve did not start:\n{log.read_text()}")
+
+
+@pytest.fixture
+def serve_factory(tmp_path: Path) -> Iterator[Callable[..., Serve]]:
+    """Start `engine serve` processes (see launch_serve); each is stopped afterwards."""
+    started: list[Serve] = []
+
+    def start(tree: Path = API_TREE, env: dict[str, str] | None = None, *args: str) -> Serve:
+        workdir = tmp_path / f"serve{len(started)}"
+        workdir.mkdir()
+        started.append(launch_serve(workdir, tree, env, *args))
+        return started[-1]
+
+    yield start
+    for serve in started:
+        serve.stop(signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def api_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    """One `engine serve` over tests/data/api for a whole test module (with secrets)."""
+    serve = launch_serve(tmp_path_factory.mktemp("api"))
+    yield serve
+    serve.stop()
+
+
+@pytest.fixture(scope="module")
+def shipped_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    """One `engine serve` over the shipped loops/ and registry/ for a whole test module."""
+    serve = launch_serve(tmp_path_factory.mktemp("shipped"), ROOT)
+    yield serve
+    serve.stop()
