@@ -5,11 +5,12 @@ it never raises anything else, whatever the text."""
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import (
     LarkError,
     UnexpectedCharacters,
@@ -36,14 +37,31 @@ class _RulesIndenter(Indenter):
 
 @cache
 def _lark() -> Lark:
+    """The parser, without a tree builder (for terminal lookups in messages)."""
+    return _build(None)
+
+
+@cache
+def _parser() -> tuple[Lark, _Builder]:
+    """The parser with the builder inline: model values are made as rules reduce, with no
+    parse tree and no second pass. Spans come from tokens, so no position tracking."""
+    builder = _Builder("<rules>")
+    return _build(builder), builder
+
+
+def _build(transformer: Transformer[Token, Any] | None) -> Lark:
     grammar = resources.files("dsl").joinpath("rules.lark").read_text(encoding="utf-8")
     return Lark(
         grammar,
         parser="lalr",
         postlex=_RulesIndenter(),
-        propagate_positions=True,
         maybe_placeholders=True,
+        transformer=transformer,
+        cache=True,  # the LALR tables, kept in the temp dir
     )
+
+
+_PARSE_LOCK = threading.Lock()  # the inline builder carries the file name of a parse
 
 
 # Readable names for terminals in "expected ..." messages.
@@ -129,8 +147,13 @@ def parse(text: str, path: str) -> m.RuleFile:
     if not text.endswith("\n"):
         text += "\n"
     try:
-        tree = _lark().parse(text)
-        result: m.RuleFile = _Builder(path).transform(tree)
+        with _PARSE_LOCK:
+            lark, builder = _parser()
+            builder._file = path
+            parsed: Any = lark.parse(text)  # the inline builder returns a RuleFile
+            result: m.RuleFile = parsed
+    except _BuildError as err:
+        collector.error(err.code, err.message, err.span, err.hint)
     except UnexpectedInput as err:
         span, message, hint = _syntax_diagnostic(err, path, text)
         collector.error("E0001", message, span, hint)
@@ -202,16 +225,8 @@ class _Builder(Transformer[Token, Any]):
         super().__init__()
         self._file = path
 
-    def _span(self, item: Token | Tree[Any] | Any) -> Span:
-        if isinstance(item, Token):
-            return Span(self._file, item.line or 1, item.column or 1)
-        meta = getattr(item, "meta", None)
-        if meta is not None and not meta.empty:
-            return Span(self._file, meta.line, meta.column)
-        span = getattr(item, "span", None)
-        if isinstance(span, Span):
-            return span
-        return Span(self._file, 1, 1)
+    def _span(self, token: Token) -> Span:
+        return Span(self._file, token.line or 1, token.column or 1)
 
     # ---- file ----------------------------------------------------------------
     def start(self, *decls: m.Decl) -> m.RuleFile:
@@ -285,9 +300,8 @@ class _Builder(Transformer[Token, Any]):
             Span(self._file, span.line, 1),
         )
 
-    @v_args(meta=True)
-    def stop(self, meta: Any, children: list[Any]) -> m.Stop:
-        return m.Stop(Span(self._file, meta.line, meta.column))
+    def stop(self, token: Token) -> m.Stop:
+        return m.Stop(self._span(token))
 
     # ---- webhooks ------------------------------------------------------------
     def webhook(self, source: Token, kind: Token, *lines: m.WebhookLine) -> m.WebhookDecl:
@@ -333,17 +347,14 @@ class _Builder(Transformer[Token, Any]):
         return m.Guard(expr, negate=True)
 
     # ---- expressions ---------------------------------------------------------
-    @v_args(meta=True)
-    def or_expr(self, meta: Any, operands: list[ex.Expr]) -> ex.Expr:
-        return ex.BoolOp("or", tuple(operands), self._span_of(operands[0]))
+    def or_expr(self, *operands: ex.Expr) -> ex.Expr:
+        return ex.BoolOp("or", operands, operands[0].span)
 
-    @v_args(meta=True)
-    def and_expr(self, meta: Any, operands: list[ex.Expr]) -> ex.Expr:
-        return ex.BoolOp("and", tuple(operands), self._span_of(operands[0]))
+    def and_expr(self, *operands: ex.Expr) -> ex.Expr:
+        return ex.BoolOp("and", operands, operands[0].span)
 
-    @v_args(meta=True)
-    def not_(self, meta: Any, children: list[ex.Expr]) -> ex.Expr:
-        return ex.Not(children[0], Span(self._file, meta.line, meta.column))
+    def not_(self, token: Token, operand: ex.Expr) -> ex.Expr:
+        return ex.Not(operand, self._span(token))
 
     def compare(self, left: ex.Expr, op: Token, right: ex.Expr) -> ex.Expr:
         return ex.Compare(str(op), left, right, self._span(op))
@@ -351,7 +362,7 @@ class _Builder(Transformer[Token, Any]):
     def in_(self, left: ex.Expr, right: ex.Expr) -> ex.Expr:
         return ex.Compare("in", left, right, self._span_of(left))
 
-    def not_in(self, left: ex.Expr, right: ex.Expr) -> ex.Expr:
+    def not_in(self, left: ex.Expr, _not: Token, right: ex.Expr) -> ex.Expr:
         return ex.Compare("not in", left, right, self._span_of(left))
 
     def _span_of(self, node: ex.Expr) -> Span:
@@ -370,29 +381,24 @@ class _Builder(Transformer[Token, Any]):
         value: int | float = float(text) if "." in text else int(text)
         return ex.Literal(value, self._span(token))
 
-    @v_args(meta=True)
-    def true(self, meta: Any, _: list[Any]) -> ex.Expr:
-        return ex.Literal(True, Span(self._file, meta.line, meta.column))
+    def true(self, token: Token) -> ex.Expr:
+        return ex.Literal(True, self._span(token))
 
-    @v_args(meta=True)
-    def false(self, meta: Any, _: list[Any]) -> ex.Expr:
-        return ex.Literal(False, Span(self._file, meta.line, meta.column))
+    def false(self, token: Token) -> ex.Expr:
+        return ex.Literal(False, self._span(token))
 
-    @v_args(meta=True)
-    def null(self, meta: Any, _: list[Any]) -> ex.Expr:
-        return ex.Literal(None, Span(self._file, meta.line, meta.column))
+    def null(self, token: Token) -> ex.Expr:
+        return ex.Literal(None, self._span(token))
 
     def path(self, root: Token, *steps: Token) -> ex.Expr:
         built: list[str | int] = [int(s) if s.type == "INT" else str(s) for s in steps]
         return ex.Path(str(root), tuple(built), self._span(root))
 
-    @v_args(meta=True)
-    def list(self, meta: Any, items: tuple[ex.Expr | None, ...]) -> ex.Expr:
+    def list(self, bracket: Token, *items: ex.Expr | None) -> ex.Expr:
         kept = tuple(i for i in items if i is not None)
-        return ex.ListExpr(kept, Span(self._file, meta.line, meta.column))
+        return ex.ListExpr(kept, self._span(bracket))
 
-    @v_args(meta=True)
-    def object(self, meta: Any, pairs: tuple[tuple[str, ex.Expr, Span] | None, ...]) -> ex.Expr:
+    def object(self, brace: Token, *pairs: tuple[str, ex.Expr, Span] | None) -> ex.Expr:
         seen: set[str] = set()
         kept: list[tuple[str, ex.Expr]] = []
         for pair in pairs:
@@ -403,7 +409,7 @@ class _Builder(Transformer[Token, Any]):
                 raise _BuildError("E0604", f"key '{key}' appears twice in this object", span)
             seen.add(key)
             kept.append((key, value))
-        return ex.ObjectExpr(tuple(kept), Span(self._file, meta.line, meta.column))
+        return ex.ObjectExpr(tuple(kept), self._span(brace))
 
     def pair(self, key: Token, value: ex.Expr) -> tuple[str, ex.Expr, Span]:
         name = _unquote(key) if key.type == "STRING" else str(key)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,7 +21,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
-from dsl.diagnostics import Collector, RulesError, Span
+from dsl.diagnostics import Collector, RulesError, Span, did_you_mean
 from dsl.model import RuleFile
 from dsl.parser import parse
 from engine.core.compiler import compile_rules
@@ -43,12 +45,30 @@ def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+PATH_ENV = {"rules": "ENGINE_RULES", "registry": "ENGINE_REGISTRY", "config": "ENGINE_CONFIG"}
+
+
 def default_paths() -> Paths:
-    """`./loops`, `./registry`, `./config` when present in the working directory,
-    otherwise the bundled ones."""
+    """ENGINE_RULES / ENGINE_REGISTRY / ENGINE_CONFIG when set; else `./loops`,
+    `./registry`, `./config` when present in the working directory; else the bundled
+    ones. (A command the engine runs, such as `engine reap`, gets the variables.)"""
     here = Path.cwd()
     base = here if (here / "loops").is_dir() and (here / "registry").is_dir() else project_root()
-    return Paths(base / "loops", base / "registry", base / "config")
+    found = {key: os.environ.get(var) for key, var in PATH_ENV.items()}
+    return Paths(
+        Path(found["rules"]) if found["rules"] else base / "loops",
+        Path(found["registry"]) if found["registry"] else base / "registry",
+        Path(found["config"]) if found["config"] else base / "config",
+    )
+
+
+def path_environment(paths: Paths) -> dict[str, str]:
+    """The variables that make `default_paths()` in a child process find `paths`."""
+    return {
+        PATH_ENV["rules"]: str(paths.rules.resolve()),
+        PATH_ENV["registry"]: str(paths.registry.resolve()),
+        PATH_ENV["config"]: str(paths.config.resolve()),
+    }
 
 
 def display(path: Path) -> str:
@@ -166,10 +186,13 @@ def validate(
         for e in err.errors():
             where = ".".join(str(p) for p in e["loc"]) or "entry"
             message = e["msg"].removeprefix("Value error, ")
+            hint = None
             if e["type"] == "extra_forbidden":
                 message = f"unknown field '{e['loc'][-1]}'"
+                known = [f.alias or n for n, f in model.model_fields.items() if not f.exclude]
+                hint = did_you_mean(str(e["loc"][-1]), known) if len(e["loc"]) == 1 else None
             span = _locate_error(file, node, e["loc"], at)
-            collector.error(code, f"{where}: {message}", span)
+            collector.error(code, f"{where}: {message}", span, hint)
     return None
 
 
@@ -226,12 +249,21 @@ def _load_json(path: Path, collector: Collector) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         collector.error("E0903", "a JSON Schema must be an object", Span(name, 1, 1))
         return None
-    try:
-        Draft202012Validator.check_schema(data)
-    except SchemaError as err:
-        collector.error("E0903", f"not a valid JSON Schema: {err.message}", Span(name, 1, 1))
+    problem = _schema_problem(text)
+    if problem is not None:
+        collector.error("E0903", f"not a valid JSON Schema: {problem}", Span(name, 1, 1))
         return None
     return data
+
+
+@lru_cache(maxsize=1024)
+def _schema_problem(text: str) -> str | None:
+    """Checked once per distinct schema text (event types often share one schema)."""
+    try:
+        Draft202012Validator.check_schema(json.loads(text))
+    except SchemaError as err:
+        return str(err.message)
+    return None
 
 
 def load_event_types(registry: Path, collector: Collector) -> list[Located[EventType]]:
@@ -356,6 +388,10 @@ def load_tree(paths: Paths) -> Tree:
     for label, folder in (("rules", paths.rules), ("registry", paths.registry)):
         if not folder.is_dir():
             collector.error("E0900", f"{label} directory not found", Span(display(folder), 1, 1))
+    for name in ("event-types.yaml", "definitions.yaml"):
+        file = paths.registry / name
+        if paths.registry.is_dir() and not file.is_file():
+            collector.error("E0900", f"registry file {name} not found", Span(display(file), 1, 1))
     collector.raise_if_any()
     return Tree(
         rule_files=load_rule_files(paths.rules, collector),

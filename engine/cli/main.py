@@ -4,11 +4,29 @@ the parser; each returns an exit code (see `engine.cli.exits`)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
-from engine.cli import check, diagram
 from engine.cli.exits import OK, USAGE
+
+# Each command and the module that registers it. A command imports only its own
+# module, so `engine check` never pays for aiohttp or rich.
+COMMANDS = {
+    "check": "engine.cli.check",
+    "digest": "engine.cli.check",
+    "diagram": "engine.cli.diagram",
+    "serve": "engine.cli.serve",
+    "worker": "engine.cli.worker",
+    "reap": "engine.cli.reap",
+    "inject": "engine.cli.inject",
+    "proposals": "engine.cli.operate",
+    "approve": "engine.cli.operate",
+    "reject": "engine.cli.operate",
+    "runs": "engine.cli.inspect",
+    "events": "engine.cli.inspect",
+    "journal": "engine.cli.inspect",
+}
 
 DESCRIPTION = """\
 A durable, rules-driven event runtime: clock slots, webhooks and chained outcomes
@@ -18,21 +36,25 @@ decisions, proposals and audited runs.
 exit codes: 0 success, 1 invalid rules or a failed check, 2 usage error"""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser for `command` alone, or for every command (help, unknown names)."""
     parser = argparse.ArgumentParser(
         prog="engine",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (check, diagram):
-        module.register(sub)
+    wanted = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in wanted:
+        importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in args_list if not a.startswith("-")), None)
+    parser = build_parser(command)
+    args = parser.parse_args(args_list)
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return USAGE

@@ -18,6 +18,7 @@ from engine.core.loopsettings import read_settings
 from engine.core.overlay import apply_overlay
 from engine.core.registry import Definition, EventType
 from engine.core.ruleset import (
+    TICK_FIELDS,
     Approval,
     Chain,
     DefinitionRef,
@@ -30,6 +31,7 @@ from engine.core.ruleset import (
     TriggerKind,
     WebhookStep,
     WebhookTable,
+    default_cap,
 )
 
 LOOP_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -58,6 +60,7 @@ class _Compiler:
         self.human_types: set[str] = set()
         self.human_defs: set[DefinitionRef] = set()
         self.approval_spans: dict[str, Span] = {}
+        self.validators: dict[str, Draft202012Validator] = {}
         self.emit_spans: dict[str, tuple[Span, Span]] = {}  # loop -> (type, payload)
         self.routed: set[str] = set()  # every routed type, including broken routes
         self.dropped: set[str] = set()  # kernel loops not compiled for their errors
@@ -110,11 +113,17 @@ class _Compiler:
             self.event_types[et.name] = et
             if et.human_only:
                 self.human_types.add(et.name)
+        first_seen: dict[DefinitionRef, Span] = {}
         for d in self.tree.definitions:
             ref = DefinitionRef(d.value.id, d.value.version)
             if ref in self.definitions:
-                self.c.error("E0906", f"definition '{ref}' is registered twice", d.span)
+                self.c.error(
+                    "E0906",
+                    f"definition '{ref}' is registered twice (first at {first_seen[ref]})",
+                    d.span,
+                )
                 continue
+            first_seen[ref] = d.span
             if d.value.output_contract not in self.tree.contracts:
                 at = d.keys.get("output_contract", d.span)
                 hint = did_you_mean(d.value.output_contract, self.tree.contracts)
@@ -352,7 +361,7 @@ class _Compiler:
             event_type=emit.event_type,
             payload=payload,
             catch_up=draft.catch_up,
-            catch_up_cap=draft.catch_up_cap,
+            catch_up_cap=default_cap(draft.catch_up, draft.catch_up_cap),
             max_lateness_seconds=draft.max_lateness_seconds,
             singleton=draft.singleton,
             approval=draft.approval,
@@ -413,6 +422,14 @@ class _Compiler:
                 loop.origin,
             )
         type_span, payload_span = self.emit_spans.get(loop.name, (loop.origin, loop.origin))
+        reserved = sorted(TICK_FIELDS & set(loop.payload))
+        if reserved:
+            self.c.error(
+                "E0208",
+                f"loop '{loop.name}' sets tick field(s) {', '.join(reserved)} in its payload",
+                overlay_keys.get("payload", payload_span),
+                "loop, slot, cadenceSeconds and skippedSlots are filled by the engine",
+            )
         at_type = overlay_keys.get("emit", type_span)
         self._routed_type(loop.event_type, at_type)
         approval_at = overlay_keys.get("approval", self.approval_spans.get(loop.name, loop.origin))
@@ -445,6 +462,14 @@ class _Compiler:
             at_payload = overlay_keys.get("payload", overlay_keys.get("emit", payload_span))
             self._check_tick_payload(loop, et, at_payload)
 
+    def _validator(self, et: EventType) -> Draft202012Validator:
+        """One payload validator per event type (building one is dear; loops share)."""
+        found = self.validators.get(et.name)
+        if found is None:
+            assert et.payload_schema is not None
+            found = self.validators[et.name] = Draft202012Validator(et.payload_schema)
+        return found
+
     def _check_tick_payload(self, loop: Loop, et: EventType, at: Span) -> None:
         cadence = (
             loop.trigger.every_seconds
@@ -459,7 +484,7 @@ class _Compiler:
             **loop.payload,
         }
         assert et.payload_schema is not None
-        error = next(iter(Draft202012Validator(et.payload_schema).iter_errors(sample)), None)
+        error = next(iter(self._validator(et).iter_errors(sample)), None)
         if error is not None:
             self.c.error(
                 "E0206",

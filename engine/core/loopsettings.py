@@ -57,6 +57,8 @@ class _Bad(Exception):
 def _words(setting: Setting, count: int, usage: str) -> tuple[Arg, ...]:
     if len(setting.args) != count:
         at = setting.args[count].span if len(setting.args) > count else setting.span
+        if count == 0:
+            raise _Bad("E0105", f"'{setting.key}' takes no arguments", at, f"write: {setting.key}")
         raise _Bad("E0105", f"'{setting.key}' takes {usage}", at, f"write: {setting.key} {usage}")
     return setting.args
 
@@ -114,6 +116,7 @@ def _zones() -> frozenset[str]:
 Problem = tuple[str, str, str]  # code, message, hint
 
 
+@cache
 def valid_cron(expr: str) -> Problem | None:
     """None when `expr` is a five-field cron expression, else what is wrong."""
     if len(expr.split()) != 5 or not croniter.is_valid(expr):
@@ -165,7 +168,7 @@ def _at(d: Draft, s: Setting) -> None:
 
 
 def _manual(d: Draft, s: Setting) -> None:
-    _words(s, 0, "no arguments")
+    _words(s, 0, "")
     _set_trigger(d, s, Trigger(TriggerKind.MANUAL))
 
 
@@ -186,7 +189,7 @@ def _max_lateness(d: Draft, s: Setting) -> None:
 
 def _flag(attr: str, value: bool, group: str) -> Callable[[Draft, Setting], None]:
     def handler(d: Draft, s: Setting) -> None:
-        _words(s, 0, "no arguments")
+        _words(s, 0, "")
         if group in d.seen and d.seen[group] != s.span:
             raise _Bad(
                 "E0102",

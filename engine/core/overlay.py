@@ -9,12 +9,20 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from dsl.diagnostics import Collector, Span
+from dsl.diagnostics import Collector, Span, did_you_mean
 from engine.core.config import OVERLAY_MUTABLE, OverlayEntry
 from engine.core.durations import DurationError, parse_duration
 from engine.core.inputs import Located
 from engine.core.loopsettings import valid_cron, valid_zone
-from engine.core.ruleset import Approval, CatchUp, Loop, Source, Trigger, TriggerKind
+from engine.core.ruleset import (
+    Approval,
+    CatchUp,
+    Loop,
+    Source,
+    Trigger,
+    TriggerKind,
+    default_cap,
+)
 
 
 def apply_overlay(
@@ -31,7 +39,7 @@ def apply_overlay(
         if name in kernel:
             changed = _override(kernel[name], entry, located, collector)
         else:
-            changed = _new_loop(name, entry, located, collector)
+            changed = _new_loop(name, entry, located, collector, kernel)
         if changed is not None:
             loops[name] = changed
             spans[name] = located.keys
@@ -70,7 +78,7 @@ def _override(
         if trigger.kind is not TriggerKind.INTERVAL:
             c.error(
                 "E0801",
-                f"'every' applies to interval loops; '{loop.name}' is {trigger.kind.value}",
+                f"'every' applies to interval loops; '{loop.name}' is {loop.trigger.describe()}",
                 _at(located, "every"),
                 f"its trigger is pinned by {loop.origin}",
             )
@@ -91,14 +99,21 @@ def _override(
 
 
 def _new_loop(
-    name: str, entry: OverlayEntry, located: Located[tuple[str, OverlayEntry]], c: Collector
+    name: str,
+    entry: OverlayEntry,
+    located: Located[tuple[str, OverlayEntry]],
+    c: Collector,
+    kernel: dict[str, Loop],
 ) -> Loop | None:
     if entry.emit is None:
+        close = did_you_mean(name, kernel)
         c.error(
             "E0803",
             f"overlay loop '{name}' is not a kernel loop and has no 'emit'",
             located.span,
-            "a new loop needs emit and one trigger (every, cron with timezone, at, or manual)",
+            f"{close[:-1]} (a kernel loop)?"
+            if close
+            else "a new loop needs emit and one trigger (every, cron with timezone, at, or manual)",
         )
         return None
     trigger = _trigger(name, entry, located, c)
@@ -118,7 +133,7 @@ def _new_loop(
         event_type=entry.emit,
         payload=dict(entry.payload or {}),
         catch_up=CatchUp(entry.catch_up or "none"),
-        catch_up_cap=entry.catch_up_cap,
+        catch_up_cap=default_cap(CatchUp(entry.catch_up or "none"), entry.catch_up_cap),
         max_lateness_seconds=lateness,
         singleton=True if entry.singleton is None else entry.singleton,
         approval=Approval(entry.approval or "watched"),

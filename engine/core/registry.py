@@ -131,6 +131,7 @@ class Definition(_Frozen):
             if not self.argv:
                 raise ValueError("a command definition needs an argv template")
             for item in self.argv:
+                _check_option_placeholder(item)
                 for name in PLACEHOLDER.findall(item):
                     if name not in self.params and name not in BUILTIN_PLACEHOLDERS:
                         known = ", ".join(sorted([*self.params, *BUILTIN_PLACEHOLDERS]))
@@ -148,3 +149,14 @@ class Definition(_Frozen):
         if unused:
             raise ValueError(f"params {sorted(unused)} are declared but not used in argv")
         return self
+
+
+def _check_option_placeholder(item: str) -> None:
+    """An option may carry a value after a fixed `=` (`--title={title}`), but a
+    placeholder may never choose the option itself (`--{flag}`, `-{x}`)."""
+    first = item.find("{")
+    if item.startswith("-") and first >= 0 and "=" not in item[:first]:
+        raise ValueError(
+            f"argv element '{item}': a placeholder inside an option must follow a fixed '=' "
+            "(e.g. --title={title}); a payload value must never choose an option"
+        )

@@ -35,6 +35,18 @@ class Approval(StrEnum):
     AUTO = "auto"
 
 
+# `catch-up all` without an explicit cap replays at most this many missed slots.
+DEFAULT_CATCHUP_CAP = 100
+
+# Tick payload fields the engine fills; a loop's static payload may not set them.
+TICK_FIELDS = frozenset({"loop", "slot", "cadenceSeconds", "skippedSlots"})
+
+
+def default_cap(catch_up: CatchUp, cap: int | None) -> int | None:
+    """`catch-up all` always has a cap (SPEC §4.4): the declared one or the default."""
+    return cap if cap is not None or catch_up is not CatchUp.ALL else DEFAULT_CATCHUP_CAP
+
+
 class Source(StrEnum):
     KERNEL = "kernel"
     OVERLAY = "overlay"
@@ -106,7 +118,7 @@ class Policy:
     backoff: Backoff = field(default_factory=Backoff)
     circuit_breaker: int | None = None  # consecutive failures that pause the loop
     stop_when: tuple[StopCondition, ...] = ()
-    shadow: bool | None = None  # None: the runtime's default (shadow for mutating loops)
+    shadow: bool | None = None  # None: not declared (treated as off for now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +128,7 @@ class Loop:
     event_type: str
     payload: Mapping[str, Any]  # static; treat as read-only
     catch_up: CatchUp = CatchUp.NONE
-    catch_up_cap: int | None = None  # most missed slots `all` replays
+    catch_up_cap: int | None = None  # most missed slots `all` replays (default 100)
     max_lateness_seconds: int | None = None  # a missed slot older than this never fires
     singleton: bool = True
     approval: Approval = Approval.WATCHED

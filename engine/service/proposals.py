@@ -36,7 +36,8 @@ def approve(
         proposal = _open(tx, proposal_id)
         if proposal.human_only and not is_human(actor):
             raise Forbidden(
-                f"'{proposal.definition}' is human-approval-only; '{actor}' is not a human operator",
+                f"'{proposal.definition}' is human-approval-only; "
+                f"'{actor}' is not a human operator",
                 reason="human_only",
             )
         if not is_human(actor):

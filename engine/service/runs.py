@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from engine.core import chains
 from engine.core.envelope import Envelope, iso
-from engine.core.records import RunRecord
+from engine.core.records import LEASED, RunRecord
 from engine.core.registry import Definition
 from engine.core.ruleset import DefinitionRef
 from engine.errors import Conflict, NotFound, Unprocessable
@@ -115,10 +115,13 @@ def finish(rt: Runtime, run: RunRecord, worker: str, ex: Execution) -> RunRecord
         current = tx.get_run(run.run_id)
         if current is None:
             raise NotFound(f"no run '{run.run_id}'")
+        lost = Conflict(f"worker '{worker}' no longer holds the lease of run '{run.run_id}'")
+        if current.lease_owner != worker or current.state not in LEASED:
+            raise lost  # recovered by the reaper (requeued, failed) or claimed by another
         state = rt.lifecycle.run(current.state, trigger)
         at = rt.now()
         if not tx.finish_run(run.run_id, worker, state, at, outcome, ex.result, error, ex.artifact):
-            raise Conflict(f"worker '{worker}' no longer holds the lease of run '{run.run_id}'")
+            raise lost
         rt.journal(
             tx,
             "run",

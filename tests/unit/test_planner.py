@@ -86,7 +86,9 @@ def test_paused_loop_is_a_noop(rules: RuleSet) -> None:
 
 def test_shadow_loop_records_instead_of_running(rules: RuleSet) -> None:
     """A loop in shadow mode records a SHADOW decision and dispatches nothing."""
-    shadow = with_loop(rules, "reaper", enabled=True, approval=Approval.AUTO, policy=Policy(shadow=True))
+    shadow = with_loop(
+        rules, "reaper", enabled=True, approval=Approval.AUTO, policy=Policy(shadow=True)
+    )
     assert plan(tick("reaper"), shadow, Snapshot()).kind is DecisionKind.SHADOW
 
 

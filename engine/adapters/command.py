@@ -1,0 +1,261 @@
+"""The `command` adapter: a closed argv template run without a shell.
+
+Each argv element is one string; `{name}` placeholders in it are filled by the builtins
+({python}, {run_id}, {run_dir}, {event_id}) or by declared params read from the event
+payload. A value fills its own element only (never split, never a shell), and must fit
+its param type, so a payload can never add an argument or an option; a value that does
+not fit refuses the run before anything executes. The child sees an allowlisted
+environment, runs in the run's artifact directory in its own process group (killed whole
+on timeout or cancellation), and its result is the last non-empty stdout line, parsed as
+a JSON object (`factory.command-result/v1`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+from collections.abc import Mapping
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.core.registry import PARAM_PATTERNS, PLACEHOLDER, Definition, Param
+from engine.errors import Unprocessable
+from engine.service.runs import Execution
+
+if TYPE_CHECKING:
+    from engine.adapters import Job
+
+BASE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "HOME")
+DEFAULT_STDOUT = "stdout.log"
+STDERR = "stderr.log"
+TAIL_LINES = 20
+TAIL_CHARS = 2000
+STDOUT_TAIL_BYTES = 1 << 20  # the result line is the last one; a bigger one is not read
+KILL_GRACE_SECONDS = 2.0
+
+# On Linux the command is started through this shim, which asks the kernel to kill it
+# when the worker dies (PR_SET_PDEATHSIG) and then execs the real argv unchanged: a
+# worker killed mid-run never leaves its command running beside a retry. No Python code
+# runs between fork and exec in the worker itself.
+_DEATH_SHIM = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(70)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as err:
+    print(f"cannot run {sys.argv[2]!r}: {err}", file=sys.stderr)
+    sys.exit(127)
+"""
+
+
+class ArgumentRefused(Unprocessable):
+    """A payload value is missing or does not fit its param type: nothing runs."""
+
+
+# ---- the argv template (pure) ------------------------------------------------------
+
+
+def builtins_for(job: Job) -> dict[str, str]:
+    return {
+        "python": sys.executable,
+        "run_id": job.run.run_id,
+        "run_dir": str(job.run_dir),
+        "event_id": job.event.event_id,
+    }
+
+
+def lookup(payload: Mapping[str, Any], source: str) -> object:
+    """The value at `payload.a.b` (the `from:` of a param); None when absent."""
+    value: object = payload
+    for key in source.split(".")[1:]:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def param_value(name: str, param: Param, payload: Mapping[str, Any]) -> str:
+    """The text of one param, checked against its type's pattern."""
+    value = lookup(payload, param.source)
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        shown = "missing" if value is None else f"a {type(value).__name__}"
+        raise ArgumentRefused(f"param '{name}' ({param.source}) is {shown}, not a {param.type}")
+    text = str(value)
+    if re.fullmatch(PARAM_PATTERNS[param.type], text) is None:
+        raise ArgumentRefused(
+            f"param '{name}' ({param.source}) = {text[:80]!r} is not a valid {param.type}"
+            + ("; a value may never start with '-'" if text.startswith("-") else "")
+        )
+    return text
+
+
+def build_argv(
+    definition: Definition, builtins: Mapping[str, str], payload: Mapping[str, Any]
+) -> list[str]:
+    """Fill the template element by element; raises ArgumentRefused."""
+    values = dict(builtins)
+    for name, param in definition.params.items():
+        values[name] = param_value(name, param, payload)
+    return [PLACEHOLDER.sub(lambda m: values[m.group(1)], item) for item in definition.argv]
+
+
+def build_env(
+    definition: Definition, environ: Mapping[str, str], run_id: str, event_id: str
+) -> dict[str, str]:
+    """The allowlist: BASE_ENV and the definition's `env` names, copied when set, plus
+    ENGINE_RUN_ID and ENGINE_EVENT_ID. Nothing else of the engine's environment."""
+    names = (*BASE_ENV, *definition.env)
+    env = {name: environ[name] for name in names if name in environ}
+    env["ENGINE_RUN_ID"] = run_id
+    env["ENGINE_EVENT_ID"] = event_id
+    return env
+
+
+# ---- reading what the command left (pure) ----------------------------------------
+
+
+def parse_result(stdout: str) -> dict[str, Any] | None:
+    """The last non-empty stdout line as a JSON object; None when it is not one."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    if not lines:
+        return None
+    try:
+        value = json.loads(lines[-1])
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python parses
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def tail(text: str) -> str:
+    lines = text.strip().splitlines()[-TAIL_LINES:]
+    return "\n".join(lines)[-TAIL_CHARS:] or "(empty)"
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        with suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def judge(code: int, stdout: str, stderr: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(result, error) of a finished process."""
+    result = parse_result(stdout)
+    if code == 0 and result is not None:
+        return result, None
+    why = describe_exit(code)
+    if code == 0:
+        why += " but printed no JSON object on its last stdout line"
+    return None, f"command {why}; stderr tail: {tail(stderr)}"
+
+
+# ---- the process -------------------------------------------------------------------
+
+
+def spawn_argv(argv: list[str]) -> list[str]:
+    if sys.platform != "linux":
+        return argv
+    return [sys.executable, "-I", "-S", "-c", _DEATH_SHIM, str(os.getpid()), *argv]
+
+
+def kill_group(pgid: int, sig: signal.Signals) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def stop_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, SIGKILL it after a grace period (and in any case,
+    for members that outlive the leader)."""
+    kill_group(proc.pid, signal.SIGTERM)
+    with suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), KILL_GRACE_SECONDS)
+    kill_group(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+async def wait_or_stop(proc: asyncio.subprocess.Process, timeout: float) -> bool:
+    """Wait for the process; True when it timed out (its group is then stopped).
+    Cancelling the wait stops the group too."""
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+        return False
+    except TimeoutError:
+        await stop_group(proc)
+        return True
+    except asyncio.CancelledError:
+        kill_group(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        raise
+
+
+class CommandAdapter:
+    """Runs command definitions; `environ` is the engine's environment to copy the
+    allowlist from (os.environ by default)."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        self.environ = environ
+
+    async def execute(self, job: Job) -> Execution:
+        definition = job.definition
+        try:
+            argv = build_argv(definition, builtins_for(job), job.event.payload)
+        except ArgumentRefused as err:
+            return Execution(result=None, error=f"refused, nothing was run: {err.message}")
+        environ = os.environ if self.environ is None else self.environ
+        env = build_env(definition, environ, job.run.run_id, job.event.event_id)
+        stdout = job.run_dir / (definition.capture_stdout or DEFAULT_STDOUT)
+        stderr = job.run_dir / STDERR
+        _write_command(job.run_dir, argv, env)
+        try:
+            code = await _run(argv, env, job.run_dir, stdout, stderr, definition.timeout_seconds)
+        except OSError as err:
+            return Execution(result=None, error=f"cannot start {argv[0]!r}: {err}")
+        if code is None:
+            killed = f"timed out after {definition.timeout}; its process group was killed"
+            return Execution(result=None, error=killed, timed_out=True, artifact=str(stdout))
+        result, error = judge(
+            code, _read_tail(stdout, STDOUT_TAIL_BYTES), _read_tail(stderr, TAIL_CHARS * 4)
+        )
+        return Execution(result=result, error=error, artifact=str(stdout))
+
+
+async def _run(
+    argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, stderr: Path, timeout: float
+) -> int | None:
+    """The exit code, or None when the command timed out."""
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        proc = await asyncio.create_subprocess_exec(
+            *spawn_argv(argv),
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        if await wait_or_stop(proc, timeout):
+            return None
+    assert proc.returncode is not None
+    return proc.returncode
+
+
+def _write_command(run_dir: Path, argv: list[str], env: dict[str, str]) -> None:
+    """Note what ran (argv and the environment's names, not its values) beside the output."""
+    note = {"argv": argv, "env": sorted(env)}
+    (run_dir / "command.json").write_text(json.dumps(note, indent=2) + "\n", encoding="utf-8")
+
+
+def _read_tail(path: Path, limit: int) -> str:
+    """The last `limit` bytes of a file (all of a small one), decoded leniently."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - limit))
+            return f.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""

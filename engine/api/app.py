@@ -1,0 +1,110 @@
+"""The aiohttp application: `make_app(service, settings)`. Resources live in
+`cleanup_ctx` and are released in reverse order on shutdown: the embedded worker
+stops, then the runtime loop (its in-flight pump finishes its transaction), then the
+store closes (after any write still holding it)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
+
+from aiohttp import web
+
+from engine.api.context import SERVICE, SETTINGS, WAKE
+from engine.api.errors import error_middleware
+from engine.api.routes import ROUTES
+from engine.api.settings import Settings
+from engine.service import Service
+from engine.worker import run_worker
+
+log = logging.getLogger("engine.api")
+
+
+def make_app(service: Service, settings: Settings) -> web.Application:
+    app = web.Application(middlewares=[error_middleware])
+    app[SERVICE] = service
+    app[SETTINGS] = settings
+    app[WAKE] = asyncio.Event()
+    app.cleanup_ctx.extend([_store, _runtime_loop, _worker])
+    for table in ROUTES:
+        app.add_routes(table)
+    return app
+
+
+async def pump_forever(
+    service: Service, wake: asyncio.Event, stop: asyncio.Event, idle: float
+) -> None:
+    """The runtime loop: publish chained events and plan admitted ones, in a thread;
+    then sleep until `idle` passes or an admission wakes it."""
+    while not stop.is_set():
+        wake.clear()
+        try:
+            await asyncio.to_thread(service.pump)
+        except Exception:
+            log.exception("runtime loop: a pass failed; retrying in %.1fs", idle)
+        if stop.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), idle)
+
+
+def _spawn(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+    task = asyncio.create_task(coro, name=name)
+    task.add_done_callback(_report_crash)
+    return task
+
+
+def _report_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s stopped on an error", task.get_name(), exc_info=task.exception())
+
+
+async def _drain(task: asyncio.Task[None], grace: float | None) -> None:
+    """Wait for a task told to stop; cancel it after `grace` seconds."""
+    try:
+        await asyncio.wait_for(asyncio.shield(task), grace)
+    except TimeoutError:
+        log.warning("%s did not stop within %.0fs; cancelling it", task.get_name(), grace)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    except Exception:
+        pass  # already logged by _report_crash
+
+
+async def _store(app: web.Application) -> AsyncIterator[None]:
+    yield
+    await asyncio.to_thread(app[SERVICE].rt.store.close)
+
+
+async def _runtime_loop(app: web.Application) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    loop = pump_forever(app[SERVICE], app[WAKE], stop, app[SETTINGS].pump_seconds)
+    task = _spawn(loop, "runtime loop")
+    yield
+    stop.set()
+    app[WAKE].set()
+    await _drain(task, None)
+
+
+async def _worker(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    if not settings.worker:
+        yield
+        return
+    stop = asyncio.Event()
+    work = run_worker(
+        app[SERVICE],
+        settings.worker_id,
+        stop,
+        poll_seconds=settings.poll_seconds,
+        lease_seconds=settings.lease_seconds,
+        adapters=settings.adapters,
+    )
+    task = _spawn(work, f"worker {settings.worker_id}")
+    yield
+    stop.set()
+    await _drain(task, settings.shutdown_grace)

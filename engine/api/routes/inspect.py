@@ -1,0 +1,76 @@
+"""Reading routes: events, runs and the journal (operator token required), and the
+open `GET /status` (counts and digests, no secrets)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from engine.api import query, wire
+from engine.api.context import call, operator, reply, service, settings
+from engine.core.records import RunState
+
+RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
+JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop"})
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/events")
+async def list_events(request: web.Request) -> web.Response:
+    operator(request)
+    limit = query.limit(request.query)
+    found = await call(service(request).events, limit, query.text(request.query, "type"))
+    return reply(wire.events(found))
+
+
+@routes.get("/events/{id:.+}")  # event ids may hold "/" (EVENT_ID_PATTERN)
+async def show_event(request: web.Request) -> web.Response:
+    """The event with its decision and occurrence state."""
+    operator(request)
+    found = await call(service(request).event, request.match_info["id"])
+    return reply(wire.event_detail(found))
+
+
+@routes.get("/runs")
+async def list_runs(request: web.Request) -> web.Response:
+    operator(request)
+    state = query.choice(request.query, "state", RUN_STATES, "all")
+    limit = query.limit(request.query)
+    found = await call(service(request).runs, limit, None if state == "all" else state)
+    return reply(wire.runs(found))
+
+
+@routes.get("/runs/{id}")
+async def show_run(request: web.Request) -> web.Response:
+    operator(request)
+    found = await call(service(request).run, request.match_info["id"])
+    return reply({"run": wire.record(found)})
+
+
+@routes.get("/journal")
+async def list_journal(request: web.Request) -> web.Response:
+    """Oldest first after `after` (a sequence number); `next` continues the page."""
+    operator(request)
+    q = request.query
+    after = query.integer(q, "after", 0, 0, 2**62)
+    limit = query.integer(q, "limit", 100, 1, query.MAX_LIMIT)
+    entity = query.choice(q, "entity", JOURNAL_ENTITIES, None)
+    entity_id = query.text(q, "entityId")
+    found = await call(service(request).journal, limit, after, entity, entity_id)
+    return reply(wire.journal(found, after))
+
+
+@routes.get("/status")
+async def status(request: web.Request) -> web.Response:
+    """Open to anyone: counts, the rules digest and the version; never a secret."""
+    config = settings(request)
+    found = await call(service(request).status)
+    return reply(
+        {
+            **found,
+            "version": wire.version(),
+            "signedIntake": config.event_secret is not None,
+            "operatorRoutes": bool(config.operators),
+            "worker": config.worker,
+        }
+    )

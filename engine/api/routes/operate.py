@@ -1,0 +1,65 @@
+"""Operator routes on proposals (bearer token required): list, show, approve, reject.
+The token names the operator; the journal records `operator:<name>`."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.api import query, wire
+from engine.api.bodies import model_body, parse_json, read_body
+from engine.api.context import call, operator, reply, service, settings, wake
+from engine.core.records import ProposalState
+
+PROPOSAL_STATES = frozenset({*(s.value for s in ProposalState), "all"})
+
+routes = web.RouteTableDef()
+
+
+class ApproveBody(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    note: str = Field(default="", max_length=2000)
+
+
+class RejectBody(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+@routes.get("/proposals")
+async def list_proposals(request: web.Request) -> web.Response:
+    operator(request)
+    state = query.choice(request.query, "state", PROPOSAL_STATES, "open")
+    limit = query.limit(request.query)
+    found = await call(service(request).proposals, limit, None if state == "all" else state)
+    return reply(wire.proposals(found))
+
+
+@routes.get("/proposals/{id}")
+async def show_proposal(request: web.Request) -> web.Response:
+    operator(request)
+    found = await call(service(request).proposal, request.match_info["id"])
+    return reply({"proposal": wire.record(found)})
+
+
+async def _json_body(request: web.Request) -> object:
+    return parse_json(await read_body(request, settings(request).body_limit), empty={})
+
+
+@routes.post("/proposals/{id}/approve")
+async def approve(request: web.Request) -> web.Response:
+    """Approve and queue the run; 409 when already decided, 403 for a non-human on a
+    human-only proposal."""
+    actor = operator(request)
+    body = model_body(ApproveBody, await _json_body(request))
+    proposal, run = await call(service(request).approve, request.match_info["id"], actor, body.note)
+    wake(request)
+    return reply(wire.approval(proposal, run))
+
+
+@routes.post("/proposals/{id}/reject")
+async def reject(request: web.Request) -> web.Response:
+    actor = operator(request)
+    body = model_body(RejectBody, await _json_body(request))
+    proposal = await call(service(request).reject, request.match_info["id"], actor, body.reason)
+    return reply({"proposal": wire.record(proposal)})

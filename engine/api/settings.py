@@ -1,0 +1,109 @@
+"""What the HTTP runtime is configured with. Secrets come from the environment only
+(read once at startup), never from a file or a command-line flag."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from engine.errors import EngineError
+
+OPERATOR_NAME = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
+MIB = 1024 * 1024
+
+EVENT_SECRET_ENV = "ENGINE_EVENT_SECRET"
+OPERATOR_TOKEN_ENV = "ENGINE_OPERATOR_TOKEN"
+
+
+class SettingsError(EngineError):
+    """The runtime's own configuration is malformed (e.g. ENGINE_OPERATOR_TOKEN)."""
+
+    status, exit_code, code = 500, 2, "bad_settings"
+
+
+@dataclass(frozen=True)
+class OperatorTokens:
+    """`name:token` pairs. A name may hold several tokens (rotation); a token names
+    exactly one operator."""
+
+    pairs: tuple[tuple[str, bytes], ...] = ()  # (name, sha256 of the token)
+
+    def __bool__(self) -> bool:
+        return bool(self.pairs)
+
+    def identify(self, token: str) -> str | None:
+        """The operator a token belongs to. Every pair is compared (digests of equal
+        length, in constant time), so the timing does not tell which, if any, matched."""
+        given = _digest(token)
+        found: str | None = None
+        for name, secret in self.pairs:
+            if hmac.compare_digest(given, secret):
+                found = name
+        return found
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def parse_tokens(text: str, origin: str) -> OperatorTokens:
+    """`alice:s3cret,bob:t0ken` -> OperatorTokens; SettingsError names a bad entry by
+    position (never echoing a secret)."""
+    pairs: list[tuple[str, bytes]] = []
+    seen: dict[bytes, str] = {}
+    for index, entry in enumerate(e.strip() for e in text.split(",") if e.strip()):
+        name, sep, token = entry.partition(":")
+        where = f"{origin}: entry {index + 1}"
+        if not sep or not token or any(c.isspace() for c in token):
+            raise SettingsError(f"{where} must be name:token (a token without spaces)")
+        if not OPERATOR_NAME.match(name):
+            raise SettingsError(
+                f"{where}: operator name '{name}' must match {OPERATOR_NAME.pattern}"
+            )
+        secret = _digest(token)
+        if seen.get(secret, name) != name:
+            raise SettingsError(
+                f"{where}: the same token is given to '{seen[secret]}' and '{name}'"
+            )
+        seen[secret] = name
+        pairs.append((name, secret))
+    return OperatorTokens(tuple(pairs))
+
+
+def default_worker_id() -> str:
+    return f"serve-{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """`event_secret` None: POST /events refuses everything. No operator tokens: the
+    operator routes refuse everything (fail closed)."""
+
+    event_secret: bytes | None = None
+    operators: OperatorTokens = field(default_factory=OperatorTokens)
+    body_limit: int = MIB  # bytes; a route may raise it (GitHub intake: 25 MB)
+    staleness_seconds: int = 300  # signed timestamps this far off either way are refused
+    pump_seconds: float = 1.0  # the runtime loop's idle interval
+    worker: bool = True  # run the embedded worker
+    worker_id: str = field(default_factory=default_worker_id)
+    poll_seconds: float = 1.0
+    lease_seconds: float = 60.0
+    shutdown_grace: float = 10.0  # how long cleanup waits for the worker to stop
+    wall_clock: Callable[[], float] = time.time  # unix seconds, for signature staleness
+    adapters: Any = None  # engine.adapters.Adapters for the embedded worker (None: defaults)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read the secrets from the environment; SettingsError on a malformed token list."""
+        env = os.environ if env is None else env
+        secret = env.get(EVENT_SECRET_ENV, "")
+        tokens = parse_tokens(env.get(OPERATOR_TOKEN_ENV, ""), OPERATOR_TOKEN_ENV)
+        settings = cls(event_secret=secret.encode() if secret else None, operators=tokens)
+        return replace(settings, **overrides)

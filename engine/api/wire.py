@@ -1,0 +1,65 @@
+"""The JSON form of the store's records, shared by the HTTP API and `engine … --json`:
+field names in camelCase (like the envelope), values as stored. Payloads, results and
+journal data keep their own keys."""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import metadata
+from typing import Any
+
+from engine.core.records import EventRecord, JournalEntry, ProposalRecord, RunRecord
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def record(value: Any) -> dict[str, Any] | None:
+    """A frozen record dataclass as a camelCase dict (None stays None)."""
+    if value is None:
+        return None
+    return {camel(f.name): getattr(value, f.name) for f in dataclasses.fields(value)}
+
+
+def records(values: list[Any]) -> list[dict[str, Any]]:
+    return [r for r in (record(v) for v in values) if r is not None]
+
+
+def event_detail(found: dict[str, Any]) -> dict[str, Any]:
+    """`Service.event()` -> {event, decision, occurrence}."""
+    return {
+        "event": record(found["event"]),
+        "decision": record(found["decision"]),
+        "occurrence": found["occurrence"],
+    }
+
+
+def events(values: list[EventRecord]) -> dict[str, Any]:
+    return {"events": records(values)}
+
+
+def proposals(values: list[ProposalRecord]) -> dict[str, Any]:
+    return {"proposals": records(values)}
+
+
+def runs(values: list[RunRecord]) -> dict[str, Any]:
+    return {"runs": records(values)}
+
+
+def journal(entries: list[JournalEntry], after: int) -> dict[str, Any]:
+    """`next` is the `after` that continues where this page stopped."""
+    last = max((e.seq or 0 for e in entries), default=after)
+    return {"entries": records(entries), "next": last}
+
+
+def approval(proposal: ProposalRecord, run: RunRecord) -> dict[str, Any]:
+    return {"proposal": record(proposal), "run": record(run)}
+
+
+def version() -> str:
+    try:
+        return metadata.version("engine")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "unknown"

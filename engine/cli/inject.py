@@ -1,0 +1,114 @@
+"""`engine inject FILE|-`: post one envelope (a JSON object) or several (a list) to a
+running serve's loopback-only `POST /inject`. Standard library HTTP, no proxy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from engine.cli import exits
+from engine.cli.common import add_json_option, print_json
+from engine.cli.operate import actor_of
+from engine.cli.render import guarded
+from engine.errors import BadRequest, Unavailable
+
+DEFAULT_URL = "http://127.0.0.1:7520"
+TIMEOUT_SECONDS = 30.0
+
+DESCRIPTION = """\
+Admit factory.event/v1 envelopes into a running `engine serve` through POST /inject,
+which answers loopback peers only. FILE holds one envelope (a JSON object) or a list
+of them (admitted together, or not at all); `-` reads standard input. The journal
+records the actor `inject`, or `operator:<NAME>` with --as.
+
+Prints {admitted, duplicate, eventId} for each envelope; a duplicate eventId is
+answered `duplicate: true` and writes nothing.
+
+exit codes: 0 admitted (or a duplicate); 1 refused (the reason is printed) or the
+runtime is unreachable; 2 usage (unreadable FILE, not JSON, a bad --as name)"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "inject",
+        help="admit envelopes into a running serve (loopback only)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", metavar="FILE", help="a JSON envelope or list of them; - for stdin")
+    p.add_argument(
+        "--url",
+        default=os.environ.get("ENGINE_URL", DEFAULT_URL),
+        help="the runtime (default: $ENGINE_URL, else %(default)s)",
+    )
+    p.add_argument("--as", dest="operator", metavar="NAME", help="record operator:<NAME>")
+    add_json_option(p)
+    p.set_defaults(handler=guarded(run_inject))
+
+
+def read_source(name: str) -> bytes:
+    """The body to send, checked to be JSON (sent unchanged)."""
+    try:
+        body = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    except OSError as err:
+        raise BadRequest(f"cannot read {name}: {err.strerror}") from None
+    try:
+        json.loads(body)
+    except ValueError as err:
+        raise BadRequest(f"{name} is not JSON: {err}") from None
+    return body
+
+
+def post(url: str, body: bytes, operator: str | None) -> tuple[int, Any]:
+    """(status, JSON answer); Unavailable when nothing answers at `url`."""
+    headers = {"Content-Type": "application/json"}
+    if operator:
+        headers["X-Engine-Operator"] = operator
+    request = urllib.request.Request(
+        url.rstrip("/") + "/inject", data=body, headers=headers, method="POST"
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=TIMEOUT_SECONDS) as response:
+            return response.status, _json(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, _json(err.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        raise Unavailable(f"runtime unreachable at {url}") from None
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return {"error": "bad_answer", "message": raw[:200].decode("utf-8", "replace")}
+
+
+def run_inject(args: argparse.Namespace) -> int:
+    name = actor_of(args.operator).removeprefix("operator:") if args.operator else None
+    status, answer = post(args.url, read_source(args.file), name)
+    if status >= 400:
+        return _refused(status, answer, args.json)
+    if args.json:
+        print_json(answer)
+        return exits.OK
+    for item in answer if isinstance(answer, list) else [answer]:
+        state = "duplicate (nothing written)" if item.get("duplicate") else "admitted"
+        print(f"{item.get('eventId')}: {state}")
+    return exits.OK
+
+
+def _refused(status: int, answer: Any, as_json: bool) -> int:
+    if as_json:
+        print_json({"status": status, **answer} if isinstance(answer, dict) else answer)
+    body = answer if isinstance(answer, dict) else {}
+    print(f"error: refused ({status}): {body.get('message', body.get('error'))}", file=sys.stderr)
+    for line in body.get("errors", []):
+        print(f"  {line}", file=sys.stderr)
+    return exits.INVALID

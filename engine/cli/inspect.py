@@ -1,0 +1,156 @@
+"""`engine runs`, `engine events`, `engine journal`: read the database directly through
+the same Service the HTTP API uses. `--json` prints the API's documents."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from engine.api import wire
+from engine.bootstrap import database_path, open_service
+from engine.cli.common import add_json_option, add_rules_options, paths_from
+from engine.cli.render import Column, fields, guarded, output, table
+from engine.core.records import RunState
+from engine.errors import NotFound
+from engine.service import Service
+
+EPILOG = """\
+exit codes: 0 ok; 1 refused (e.g. a proposal that is not open), not found, no
+database, or invalid rules (diagnostics on stderr); 2 usage (bad arguments, a bad
+--as name, a missing rules directory)"""
+
+RUN_STATES = sorted({*(s.value for s in RunState), "all"})
+ENTITIES = ("event", "occurrence", "proposal", "run", "loop")
+
+
+def positive(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 1000:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1000, not '{text}'")
+    return int(text)
+
+
+def add_db_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db", metavar="PATH", help="the SQLite file (default: $ENGINE_DB, else var/engine.db)"
+    )
+    add_rules_options(parser)
+    add_json_option(parser)
+
+
+def parser_for(sub: Any, name: str, summary: str, description: str) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=textwrap.fill(description, 88),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return p
+
+
+@contextmanager
+def opened(args: argparse.Namespace) -> Iterator[Service]:
+    """The service over an existing database (never creates one)."""
+    db = database_path(args.db)
+    if db != ":memory:" and not Path(db).is_file():
+        raise NotFound(f"no database at {db} (pass --db, or set ENGINE_DB)")
+    service = open_service(db, paths_from(args))
+    try:
+        yield service
+    finally:
+        service.rt.store.close()
+
+
+def register(sub: Any) -> None:
+    p = parser_for(sub, "runs", "list runs, or show one", "List runs, newest first, or show one.")
+    p.add_argument("id", nargs="?", metavar="ID", help="show this run")
+    p.add_argument("--state", choices=RUN_STATES, default="all", help="(default: %(default)s)")
+    p.add_argument("--limit", type=positive, default=50, help="(default: %(default)s)")
+    add_db_options(p)
+    p.set_defaults(handler=guarded(run_runs))
+
+    p = parser_for(sub, "events", "list admitted events, or show one", EVENTS)
+    p.add_argument("id", nargs="?", metavar="ID", help="show this event")
+    p.add_argument("--type", metavar="TYPE", help="only events of this type")
+    p.add_argument("--limit", type=positive, default=50, help="(default: %(default)s)")
+    add_db_options(p)
+    p.set_defaults(handler=guarded(run_events))
+
+    p = parser_for(sub, "journal", "read the append-only journal", JOURNAL)
+    p.add_argument("--entity", choices=ENTITIES, help="only records of this kind")
+    p.add_argument("--id", dest="entity_id", metavar="ID", help="only records of this entity")
+    p.add_argument("--after", type=int, default=0, metavar="SEQ", help="records after SEQ")
+    p.add_argument("--limit", type=positive, default=100, help="(default: %(default)s)")
+    add_db_options(p)
+    p.set_defaults(handler=guarded(run_journal))
+
+
+EVENTS = "List admitted events, newest first, or show one with its decision and occurrence."
+JOURNAL = (
+    "Lifecycle records oldest first, each with its actor (operator:<name>, schedule, "
+    "chain, github, system, worker:<id>). Page on with --after <next>."
+)
+
+RUN_COLUMNS: list[Column] = [
+    ("RUN", "runId"),
+    ("STATE", "state"),
+    ("DEFINITION", "definition"),
+    ("LOOP", "loop"),
+    ("APPROVED BY", "approvedBy"),
+    ("OUTCOME", "outcome"),
+    ("CREATED", "createdAt"),
+]
+EVENT_COLUMNS: list[Column] = [
+    ("EVENT", "eventId"),
+    ("TYPE", "type"),
+    ("SOURCE", "source"),
+    ("LOOP", "loop"),
+    ("ADMITTED", "admittedAt"),
+    ("BY", "admittedBy"),
+]
+JOURNAL_COLUMNS: list[Column] = [
+    ("SEQ", "seq"),
+    ("AT", "at"),
+    ("ENTITY", "entity"),
+    ("ID", "entityId"),
+    ("ACTION", "action"),
+    ("ACTOR", "actor"),
+    ("TO", "toState"),
+    ("NOTE", "note"),
+]
+
+
+def run_runs(args: argparse.Namespace) -> int:
+    with opened(args) as service:
+        if args.id:
+            run = wire.record(service.run(args.id))
+            return output({"run": run}, args.json, lambda: fields(run, f"run {args.id}"))
+        state = None if args.state == "all" else args.state
+        doc = wire.runs(service.runs(args.limit, state))
+        return output(doc, args.json, lambda: table(doc["runs"], RUN_COLUMNS, "no runs"))
+
+
+def run_events(args: argparse.Namespace) -> int:
+    with opened(args) as service:
+        if args.id:
+            doc = wire.event_detail(service.event(args.id))
+            return output(doc, args.json, lambda: _show_event(doc))
+        found = wire.events(service.events(args.limit, args.type))
+        return output(found, args.json, lambda: table(found["events"], EVENT_COLUMNS, "no events"))
+
+
+def _show_event(doc: dict[str, Any]) -> None:
+    fields(doc["event"], "event")
+    fields(doc["decision"], "decision")
+    print(f"occurrence: {doc['occurrence'] or '-'}")
+
+
+def run_journal(args: argparse.Namespace) -> int:
+    with opened(args) as service:
+        found = service.journal(args.limit, args.after, args.entity, args.entity_id)
+        doc = wire.journal(found, args.after)
+        return output(doc, args.json, lambda: table(doc["entries"], JOURNAL_COLUMNS, "no records"))

@@ -1,0 +1,104 @@
+"""`engine serve`: load the rules (fail closed), open the store, and run the HTTP API
+with the runtime loop and (unless --no-worker) an embedded worker."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from dsl.diagnostics import RulesError
+from engine.api.settings import EVENT_SECRET_ENV, OPERATOR_TOKEN_ENV, Settings, SettingsError
+from engine.bootstrap import database_path, open_service
+from engine.cli import exits
+from engine.cli.common import add_rules_options, paths_from
+from engine.cli.render import fail
+
+log = logging.getLogger("engine.serve")
+
+DESCRIPTION = f"""\
+Run the runtime: the HTTP API (docs/api.md), a loop that publishes chained events and
+plans every admitted event (woken at once by an admission), and an embedded worker
+that executes approved runs (--no-worker to run workers elsewhere: `engine worker`).
+
+Secrets come from the environment only:
+  {EVENT_SECRET_ENV}    HMAC secret of signed POST /events (unset: refuses all)
+  {OPERATOR_TOKEN_ENV}  operator tokens, name:token[,name:token...] (unset: the
+                         operator routes answer 401)
+
+SIGTERM or SIGINT stops intake, lets in-flight writes finish, stops the loop and the
+worker, closes the store and exits 0.
+
+exit codes: 0 stopped cleanly; 1 invalid rules (nothing is served) or the address is
+in use; 2 usage (bad arguments, a missing rules directory, a malformed
+{OPERATOR_TOKEN_ENV})"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the runtime (HTTP API, runtime loop, embedded worker)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--db", metavar="PATH", help="the SQLite file (default: $ENGINE_DB, else var/engine.db)"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s)")
+    p.add_argument("--port", type=port, default=7520, help="listen port (default: %(default)s)")
+    p.add_argument("--no-worker", action="store_true", help="do not run the embedded worker")
+    add_rules_options(p)
+    p.set_defaults(handler=run_serve)
+
+
+def port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number from 0 to 65535, not '{text}'")
+    return int(text)
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _warn_closed(settings: Settings) -> None:
+    if settings.event_secret is None:
+        log.warning("%s is not set: POST /events refuses every request", EVENT_SECRET_ENV)
+    if not settings.operators:
+        log.warning("%s is not set: the operator routes answer 401", OPERATOR_TOKEN_ENV)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from aiohttp import web  # imported here: the other commands start without it
+
+    from engine.api.app import make_app
+    from engine.worker import adapters_for
+
+    try:
+        db, paths = database_path(args.db), paths_from(args)
+        adapters = adapters_for(db, paths)
+        settings = Settings.from_env(worker=not args.no_worker, adapters=adapters)
+        service = open_service(db, paths)
+    except (SettingsError, RulesError) as err:
+        return fail(err)
+    _configure_logging()
+    _warn_closed(settings)
+    app = make_app(service, settings)
+    try:
+        web.run_app(
+            app,
+            host=args.host,
+            port=args.port,
+            shutdown_timeout=settings.shutdown_grace,
+            print=lambda text: log.info(text.splitlines()[0].strip("= ")),
+        )
+    except OSError as err:
+        print(f"error: cannot serve on {args.host}:{args.port}: {err.strerror}", file=sys.stderr)
+        return exits.INVALID
+    log.info("stopped")
+    return exits.OK

@@ -1,0 +1,118 @@
+"""`engine worker`: claim and execute queued runs until SIGTERM or SIGINT.
+
+The first signal stops claiming and lets the run in hand finish (within its timeout);
+a second one cancels it (its command is killed, its lease expires into the reaper's
+hands). Either way the exit is clean (0). `--once` executes at most one run."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from dsl.diagnostics import RulesError
+from engine.adapters import Adapters
+from engine.bootstrap import database_path, open_service
+from engine.cli import exits
+from engine.cli.common import add_json_option, add_rules_options, paths_from
+from engine.core.records import RunRecord
+from engine.service import Service
+from engine.worker import adapters_for, default_worker_id, run_worker, work_once
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "worker",
+        help="execute queued runs until SIGTERM/SIGINT",
+        description="Claim queued runs under a lease, execute them through their adapter "
+        "(heartbeating every third of the lease) and record the result. Exit 0 on a clean "
+        "stop, 1 invalid rules, 2 usage.",
+    )
+    p.add_argument(
+        "--db", metavar="PATH", help="SQLite file (default: $ENGINE_DB or var/engine.db)"
+    )
+    p.add_argument("--id", metavar="NAME", help="worker id in leases and the journal")
+    p.add_argument(
+        "--lease", type=_positive, default=60.0, metavar="SECONDS", help="lease length (60)"
+    )
+    p.add_argument(
+        "--poll", type=_positive, default=1.0, metavar="SECONDS", help="idle poll interval (1)"
+    )
+    p.add_argument("--once", action="store_true", help="execute at most one run, then exit")
+    add_rules_options(p)
+    add_json_option(p)
+    p.set_defaults(handler=handler)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
+
+
+def handler(args: argparse.Namespace) -> int:
+    db = database_path(args.db)
+    try:
+        service = open_service(db, paths_from(args))
+    except RulesError as err:
+        print(err.render(), file=sys.stderr)
+        return exits.USAGE if any(d.code == "E0900" for d in err.diagnostics) else exits.INVALID
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    worker_id = args.id or default_worker_id()
+    adapters = adapters_for(db, paths_from(args))
+    try:
+        if args.once:
+            _show(asyncio.run(work_once(service, worker_id, args.lease, adapters)), args.json)
+        else:
+            asyncio.run(_until_signalled(service, worker_id, adapters, args))
+    finally:
+        service.rt.store.close()
+    return exits.OK
+
+
+async def _until_signalled(
+    service: Service, worker_id: str, adapters: Adapters, args: argparse.Namespace
+) -> None:
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        run_worker(
+            service,
+            worker_id,
+            stop,
+            poll_seconds=args.poll,
+            lease_seconds=args.lease,
+            adapters=adapters,
+        )
+    )
+
+    def on_signal() -> None:
+        if stop.is_set():
+            task.cancel()
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await task
+    except asyncio.CancelledError:
+        logging.getLogger("engine.worker").warning("worker %s: cancelled mid-run", worker_id)
+
+
+def _show(run: RunRecord | None, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(None if run is None else asdict(run), sort_keys=True))
+    elif run is None:
+        print("no queued run")
+    else:
+        outcome = f" {run.outcome}" if run.outcome else ""
+        print(f"run {run.run_id}: {run.state}{outcome}" + (f" ({run.error})" if run.error else ""))

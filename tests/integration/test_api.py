@@ -1,0 +1,413 @@
+"""The HTTP API against a real `engine serve` subprocess (tests/data/api, a real SQLite
+file): intake and its refusals, operator routes, and the actors the journal records."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import itertools
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from engine.api import signing
+from engine.api.auth import is_loopback
+from engine.api.errors import error_middleware
+from engine.api.settings import SettingsError, parse_tokens
+from engine.bootstrap import open_service
+from engine.core.envelope import Envelope
+from engine.errors import Forbidden, Unauthorized
+from engine.loading import Paths
+
+API_TREE = Path(__file__).resolve().parent.parent / "data" / "api"
+_ids = itertools.count(1)
+
+
+def envelope(
+    type: str = "api.work.requested", source: str = "manual", **payload: Any
+) -> dict[str, Any]:
+    return {
+        "eventId": f"t-{time.time_ns()}-{next(_ids)}",
+        "type": type,
+        "source": source,
+        "occurredAt": "2026-11-30T09:00:00Z",
+        "payload": payload or {"repo": "alpha"},
+    }
+
+
+def signed(secret: str, body: bytes, at: float | None = None) -> dict[str, str]:
+    """The signing recipe of docs/api.md, written out independently of the engine."""
+    stamp = str(int(time.time() if at is None else at))
+    mac = hmac.new(secret.encode(), stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return {"X-Engine-Timestamp": stamp, "X-Engine-Signature": f"sha256={mac}"}
+
+
+def post_signed(serve: Any, doc: Any, **kw: Any) -> tuple[int, Any]:
+    body = json.dumps(doc).encode()
+    secret = kw.pop("secret", serve.env.get("ENGINE_EVENT_SECRET", "none"))
+    return serve.request("POST", "/events", raw=body, headers=signed(secret, body, **kw))
+
+
+def nothing_written(serve: Any, event_id: str) -> bool:
+    token = serve.token("alice")
+    status, _ = serve.request("GET", f"/events/{event_id}", token=token)
+    _, page = serve.request("GET", f"/journal?entityId={event_id}", token=token)
+    return status == 404 and page["entries"] == []
+
+
+def journal_of(serve: Any, *entity_ids: str) -> list[dict[str, Any]]:
+    _, page = serve.request("GET", "/journal?limit=1000", token=serve.token("alice"))
+    return [e for e in page["entries"] if e["entityId"] in entity_ids]
+
+
+def proposal_for(serve: Any, event_id: str) -> dict[str, Any]:
+    answer = serve.wait_for(
+        "/proposals?state=all&limit=1000",
+        lambda a: any(p["eventId"] == event_id for p in a["proposals"]),
+        serve.token("alice"),
+    )
+    return next(p for p in answer["proposals"] if p["eventId"] == event_id)
+
+
+def test_status_is_open_and_carries_no_secret(api_serve: Any) -> None:
+    """GET /status answers without a token, with the version and digest and no secret."""
+    status, answer = api_serve.request("GET", "/status")
+    assert status == 200 and answer["ok"] is True
+    assert answer["version"] and answer["rulesDigest"].startswith("sha256:")
+    text = json.dumps(answer)
+    assert api_serve.env["ENGINE_EVENT_SECRET"] not in text and "alice-token" not in text
+
+
+def test_signed_event_is_admitted_with_its_source_as_actor(api_serve: Any) -> None:
+    """A correctly signed envelope is admitted (202) and the journal names its source."""
+    doc = envelope(source="ci")
+    status, answer = post_signed(api_serve, doc)
+    assert (status, answer) == (
+        202,
+        {"admitted": True, "duplicate": False, "eventId": doc["eventId"]},
+    )
+    [entry] = [e for e in journal_of(api_serve, doc["eventId"]) if e["action"] == "admitted"]
+    assert entry["actor"] == "ci"
+
+
+def test_duplicate_admission_answers_duplicate_and_writes_nothing(api_serve: Any) -> None:
+    """A second admission of one eventId answers duplicate:true (200) and writes nothing."""
+    doc = envelope()
+    token = api_serve.token("bob")
+    assert api_serve.request("POST", "/inject", doc)[0] == 202
+    proposal_for(api_serve, doc["eventId"])  # planned: nothing else will write for it
+    _, first = api_serve.request("GET", f"/events/{doc['eventId']}", token=token)
+    before = journal_of(api_serve, doc["eventId"])
+    status, answer = api_serve.request("POST", "/inject", {**doc, "payload": {"repo": "other"}})
+    assert (status, answer["duplicate"], answer["admitted"]) == (200, True, False)
+    _, again = api_serve.request("GET", f"/events/{doc['eventId']}", token=token)
+    assert again == first and journal_of(api_serve, doc["eventId"]) == before
+    assert [e["action"] for e in before if e["entity"] == "event"] == ["admitted"]
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("missing", "missing_signature"),
+        ("wrong_secret", "bad_signature"),
+        ("tampered", "bad_signature"),
+        ("stale_past", "stale_timestamp"),
+        ("stale_future", "stale_timestamp"),
+    ],
+)
+def test_bad_or_stale_signatures_are_401_and_admit_nothing(
+    api_serve: Any, case: str, reason: str
+) -> None:
+    """A missing, wrong or tampered signature, or a timestamp over 300 s off, is a 401."""
+    doc = envelope()
+    body = json.dumps(doc).encode()
+    secret = api_serve.env["ENGINE_EVENT_SECRET"]
+    headers = {
+        "missing": {},
+        "wrong_secret": signed("not-the-secret", body),
+        "tampered": signed(secret, body + b" "),
+        "stale_past": signed(secret, body, time.time() - 301),
+        "stale_future": signed(secret, body, time.time() + 301),
+    }[case]
+    status, answer = api_serve.request("POST", "/events", raw=body, headers=headers)
+    assert status == 401 and answer["error"] == "unauthorized" and answer["message"]
+    assert answer["details"]["reason"] == reason
+    assert nothing_written(api_serve, doc["eventId"])
+
+
+def test_inject_records_inject_or_the_named_operator(api_serve: Any) -> None:
+    """/inject from loopback admits with actor `inject`, or `operator:<name>` when named."""
+    plain, named = envelope(), envelope()
+    assert api_serve.request("POST", "/inject", plain)[0] == 202
+    headers = {"X-Engine-Operator": "carol"}
+    assert api_serve.request("POST", "/inject", named, headers=headers)[0] == 202
+    token = api_serve.token("alice")
+    _, one = api_serve.request("GET", f"/events/{plain['eventId']}", token=token)
+    _, two = api_serve.request("GET", f"/events/{named['eventId']}", token=token)
+    assert (one["event"]["admittedBy"], two["event"]["admittedBy"]) == ("inject", "operator:carol")
+
+
+def test_event_ids_with_slashes_and_colons_are_served(api_serve: Any) -> None:
+    """GET /events/{id} finds an event whose id holds "/" and ":" (allowed in eventIds)."""
+    doc = {**envelope(), "eventId": f"merge-pr:alpha/{time.time_ns()}:abc123"}
+    assert api_serve.request("POST", "/inject", doc)[0] == 202
+    status, answer = api_serve.request(
+        "GET", f"/events/{doc['eventId']}", token=api_serve.token("alice")
+    )
+    assert status == 200 and answer["event"]["eventId"] == doc["eventId"]
+
+
+def test_inject_refuses_a_malformed_operator_name(api_serve: Any) -> None:
+    """An X-Engine-Operator that is not a valid operator name is a 400; nothing is admitted."""
+    doc = envelope()
+    status, answer = api_serve.request(
+        "POST", "/inject", doc, headers={"X-Engine-Operator": "Not A Name"}
+    )
+    assert status == 400 and answer["details"]["reason"] == "bad_operator_name"
+    assert nothing_written(api_serve, doc["eventId"])
+
+
+def test_body_over_the_limit_is_413(api_serve: Any) -> None:
+    """A body over 1 MiB is refused with 413 and the limit, before anything is parsed."""
+    doc = envelope(repo="a" * (1024 * 1024))
+    status, answer = api_serve.request("POST", "/inject", doc)
+    assert status == 413 and answer["details"] == {"reason": "body_too_large", "limit": 1048576}
+    assert "1048576 bytes" in answer["message"]
+    assert nothing_written(api_serve, doc["eventId"])
+
+
+def test_invalid_json_is_400(api_serve: Any) -> None:
+    """A body that is not JSON is a 400 naming the line and column."""
+    status, answer = api_serve.request("POST", "/inject", raw=b'{"eventId": ')
+    assert status == 400 and answer["details"]["reason"] == "invalid_json"
+    assert "line 1" in answer["message"]
+
+
+def test_unregistered_type_and_bad_payload_are_422_with_reasons(api_serve: Any) -> None:
+    """An unregistered type or a payload outside its schema is a 422 that says why."""
+    unknown = envelope(type="api.nothing.requested")
+    bad = envelope(repo="Not A Repo")
+    status, answer = api_serve.request("POST", "/inject", unknown)
+    assert status == 422 and answer["details"]["reason"] == "unregistered_type"
+    assert answer["errors"] == ["type: 'api.nothing.requested' is not registered"]
+    status, answer = post_signed(api_serve, bad)
+    assert status == 422 and answer["details"]["reason"] == "invalid_payload"
+    assert any("repo" in line for line in answer["errors"])
+    assert nothing_written(api_serve, unknown["eventId"])
+    assert nothing_written(api_serve, bad["eventId"])
+
+
+def test_invalid_envelope_lists_every_reason(api_serve: Any) -> None:
+    """An envelope that is not factory.event/v1 is a 422 listing each bad field."""
+    doc = {"type": "api.work.requested", "source": "Bad Source", "occurredAt": "2026-11-30T09:00"}
+    status, answer = api_serve.request("POST", "/inject", {**doc, "surprise": 1})
+    assert status == 422 and answer["details"]["reason"] == "invalid_envelope"
+    fields = {line.split(":")[0] for line in answer["errors"]}
+    assert fields == {"eventId", "source", "occurredAt", "surprise"}
+
+
+def test_operator_routes_need_a_known_token(api_serve: Any) -> None:
+    """Every operator route answers 401 without a known bearer token, 200 with one."""
+    for path in ("/proposals", "/runs", "/events", "/journal", "/proposals/x", "/runs/x"):
+        assert api_serve.request("GET", path)[0] == 401
+        status, answer = api_serve.request("GET", path, token="alice-token-guess")
+        assert status == 401 and answer["details"]["reason"] == "bad_token"
+    assert api_serve.request("POST", "/proposals/x/approve", {})[0] == 401
+    assert api_serve.request("GET", "/journal", token=api_serve.token("alice"))[0] == 200
+
+
+def test_watched_proposal_approved_over_http_runs_and_chains(api_serve: Any) -> None:
+    """Approving a watched proposal queues a run approved by the token's operator; the
+    embedded worker finishes it and its outcome's chained event is admitted."""
+    doc = envelope(repo="beta")
+    assert api_serve.request("POST", "/inject", doc)[0] == 202
+    proposal = proposal_for(api_serve, doc["eventId"])
+    assert proposal["state"] == "open" and proposal["definition"] == "work@1"
+    path = f"/proposals/{proposal['proposalId']}/approve"
+    status, answer = api_serve.request(
+        "POST", path, {"note": "ship it"}, token=api_serve.token("bob")
+    )
+    assert status == 200 and answer["proposal"]["decidedBy"] == "operator:bob"
+    assert answer["run"]["approvedBy"] == "operator:bob"
+    again, refused = api_serve.request("POST", path, {}, token=api_serve.token("alice"))
+    assert again == 409 and refused["error"] == "conflict"
+    token = api_serve.token("alice")
+    run = api_serve.wait_for(
+        f"/runs/{answer['run']['runId']}", lambda a: a["run"]["state"] == "succeeded", token
+    )["run"]
+    assert run["outcome"] == "DONE"
+    chained = api_serve.wait_for(
+        "/events?type=api.work.done&limit=1000",
+        lambda a: any(e["correlationId"] == doc["eventId"] for e in a["events"]),
+        token,
+    )
+    event = next(e for e in chained["events"] if e["correlationId"] == doc["eventId"])
+    assert event["admittedBy"] == "chain" and event["payload"] == {"repo": "beta"}
+    approvals = [
+        e for e in journal_of(api_serve, proposal["proposalId"]) if e["action"] == "approved"
+    ]
+    assert [e["actor"] for e in approvals] == ["operator:bob"]
+
+
+def test_reject_needs_a_reason_and_names_the_operator(api_serve: Any) -> None:
+    """Rejecting without a reason is a 400; with one, the proposal is rejected by the operator."""
+    doc = envelope()
+    api_serve.request("POST", "/inject", doc)
+    proposal = proposal_for(api_serve, doc["eventId"])
+    path = f"/proposals/{proposal['proposalId']}/reject"
+    token = api_serve.token("alice")
+    assert api_serve.request("POST", path, {}, token=token)[0] == 400
+    status, answer = api_serve.request("POST", path, {"reason": "not now"}, token=token)
+    assert status == 200 and answer["proposal"]["state"] == "rejected"
+    assert (answer["proposal"]["decidedBy"], answer["proposal"]["note"]) == (
+        "operator:alice",
+        "not now",
+    )
+
+
+def test_unknown_ids_and_routes_are_404(api_serve: Any) -> None:
+    """Unknown event, run and proposal ids, and unknown paths, answer a JSON 404."""
+    token = api_serve.token("alice")
+    for path in ("/events/nope", "/runs/nope", "/proposals/nope"):
+        status, answer = api_serve.request("GET", path, token=token)
+        assert status == 404 and answer["error"] == "not_found"
+    assert api_serve.request("POST", "/proposals/nope/approve", {}, token=token)[0] == 404
+    assert api_serve.request("GET", "/no/such/route")[0] == 404
+
+
+def test_bad_query_parameters_are_400(api_serve: Any) -> None:
+    """A limit out of range or an unknown state is a 400 naming the parameter."""
+    token = api_serve.token("alice")
+    for path in ("/runs?limit=0", "/proposals?state=pending", "/journal?after=-1"):
+        status, answer = api_serve.request("GET", path, token=token)
+        assert status == 400 and answer["details"]["reason"] == "bad_query"
+
+
+def test_auto_route_never_names_an_operator(api_serve: Any) -> None:
+    """An auto-approved route runs with `system` in its proposal, run and journal records,
+    and no record names an operator."""
+    doc = envelope(type="api.check.requested", source="schedule")
+    assert post_signed(api_serve, doc)[0] == 202
+    proposal = proposal_for(api_serve, doc["eventId"])
+    token = api_serve.token("alice")
+    runs = api_serve.wait_for(
+        "/runs?limit=1000",
+        lambda a: any(
+            r["eventId"] == doc["eventId"] and r["state"] == "succeeded" for r in a["runs"]
+        ),
+        token,
+    )
+    run = next(r for r in runs["runs"] if r["eventId"] == doc["eventId"])
+    assert (proposal["decidedBy"], run["approvedBy"]) == ("system", "system")
+    records = journal_of(api_serve, doc["eventId"], proposal["proposalId"], run["runId"])
+    actors = {e["actor"] for e in records}
+    assert {"schedule", "system"} <= actors
+    assert all(a in {"schedule", "system", "chain"} or a.startswith("worker:") for a in actors)
+
+
+def test_closed_runtime_refuses_signed_events_and_operator_routes(serve_factory: Any) -> None:
+    """Without ENGINE_EVENT_SECRET and ENGINE_OPERATOR_TOKEN, /events and the operator
+    routes answer 401 (fail closed) and nothing is admitted (here with --no-worker)."""
+    serve = serve_factory(API_TREE, {}, "--no-worker")
+    doc = envelope()
+    status, answer = post_signed(serve, doc, secret="anything")
+    assert status == 401 and answer["details"]["reason"] == "no_secret"
+    status, answer = serve.request("GET", "/proposals", token="anything")
+    assert status == 401 and answer["details"]["reason"] == "no_token_configured"
+    _, status = serve.request("GET", "/status")
+    assert status["unplannedEvents"] == 0 and status["runs"] == {}
+    assert (status["signedIntake"], status["operatorRoutes"], status["worker"]) == (
+        False,
+        False,
+        False,
+    )
+
+
+def test_sigterm_stops_serve_promptly_with_exit_0(serve_factory: Any) -> None:
+    """SIGTERM drains the loop and the worker, closes the store and exits 0 within seconds."""
+    serve = serve_factory()
+    serve.request("POST", "/inject", envelope(type="api.check.requested"))
+    started = time.monotonic()
+    assert serve.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - started < 5
+    assert "stopped" in serve.log.read_text()
+
+
+# ---- pure pieces (no server) ----------------------------------------------------------
+
+
+def test_peer_check_accepts_only_loopback() -> None:
+    """/inject's peer check accepts 127.0.0.0/8 and ::1 (also IPv4-mapped), nothing else."""
+    for peer in ("127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"):
+        assert is_loopback(peer), peer
+    for peer in (None, "", "10.0.0.1", "192.168.1.5", "::ffff:10.0.0.1", "fe80::1", "junk"):
+        assert not is_loopback(peer), peer
+
+
+def test_signature_recipe_round_trips() -> None:
+    """sign() matches the documented recipe and verify() accepts it within the window only."""
+    body, secret = b'{"a":1}', b"s3cret"
+    expected = "sha256=" + hmac.new(secret, b"1000." + body, hashlib.sha256).hexdigest()
+    assert signing.sign(secret, 1000, body) == expected
+    signing.verify(secret, "1000", expected, body, now=1300, window=300)
+    with pytest.raises(Unauthorized):
+        signing.verify(secret, "1000", expected, body, now=1301, window=300)
+    with pytest.raises(Unauthorized):
+        signing.verify(secret, "1e3", expected, body, now=1000, window=300)
+
+
+def test_operator_token_list_is_parsed_and_checked() -> None:
+    """ENGINE_OPERATOR_TOKEN pairs name operators; a malformed entry is a SettingsError."""
+    tokens = parse_tokens("alice:s3cret, bob:t0ken", "ENV")
+    assert (tokens.identify("t0ken"), tokens.identify("s3cret"), tokens.identify("x")) == (
+        "bob",
+        "alice",
+        None,
+    )
+    for bad in ("alice", "alice:", "Alice:x", "a:x,b:x"):
+        with pytest.raises(SettingsError):
+            parse_tokens(bad, "ENV")
+
+
+def test_unexpected_error_is_a_json_500_without_traceback() -> None:
+    """An unexpected exception in a handler answers {"error": "internal_error"} only."""
+
+    async def boom(request: web.Request) -> web.Response:
+        raise RuntimeError("secret internals")
+
+    async def scenario() -> tuple[int, Any]:
+        app = web.Application(middlewares=[error_middleware])
+        app.router.add_get("/boom", boom)
+        async with TestClient(TestServer(app)) as client:
+            response = await client.get("/boom")
+            return response.status, await response.json()
+
+    assert asyncio.run(scenario()) == (500, {"error": "internal_error"})
+
+
+def test_non_human_approval_of_human_only_proposal_changes_nothing(tmp_path: Path) -> None:
+    """Service.approve(id, "schedule") on a human-only proposal raises Forbidden and
+    leaves the proposal open, no run queued and the journal as it was."""
+    service = open_service(
+        str(tmp_path / "e.db"),
+        Paths(API_TREE / "loops", API_TREE / "registry", API_TREE / "config"),
+    )
+    try:
+        service.admit(Envelope.model_validate(envelope(type="api.ship.requested")), "inject")
+        service.pump()
+        [proposal] = service.proposals()
+        assert proposal.human_only
+        journal = service.journal(limit=1000)
+        with pytest.raises(Forbidden):
+            service.approve(proposal.proposal_id, "schedule")
+        assert service.proposal(proposal.proposal_id).state == "open"
+        assert service.runs() == [] and service.journal(limit=1000) == journal
+    finally:
+        service.rt.store.close()
