@@ -14,11 +14,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
+import ruamel.yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
 from dsl.diagnostics import Collector, RulesError, Span, did_you_mean
@@ -110,19 +110,23 @@ def digest(paths: Paths) -> str:
 # ---- YAML with positions ---------------------------------------------------------------
 
 
-def _yaml() -> YAML:
-    yaml = YAML(typ="rt")
+def _yaml(fast: bool) -> YAML:
+    """Round-trip YAML keeps every position; the libyaml (C) loader is several times
+    faster and keeps none, so it serves only files whose positions are needed just
+    for diagnostics, and only when a run has none (see `load_rules`)."""
+    yaml = YAML(typ="safe") if fast and ruamel.yaml.__with_libyaml__ else YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     return yaml
 
 
-def read_yaml(path: Path, collector: Collector) -> Any:
-    """Parse a YAML file keeping positions; None (with a diagnostic) when it is not YAML."""
+def read_yaml(path: Path, collector: Collector, fast: bool = False) -> Any:
+    """Parse a YAML file (keeping positions unless `fast`); None (with a diagnostic)
+    when it is not YAML."""
     name = display(path)
     text = path.read_text(encoding="utf-8")
     collector.sources.add(name, text)
     try:
-        return _yaml().load(text)
+        return _yaml(fast).load(text)
     except MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -139,7 +143,7 @@ def node_span(file: str, node: Any, key: str | int | None = None) -> Span:
     try:
         if key is None:
             line, col = lc.line, lc.col
-        elif isinstance(node, CommentedSeq):
+        elif isinstance(node, list):
             line, col = lc.item(key)
         else:
             line, col = lc.key(key)
@@ -155,8 +159,8 @@ def _locate_error(file: str, node: Any, loc: tuple[Any, ...], at: Span | None) -
         return at
     span = node_span(file, node)
     for part in loc:
-        in_map = isinstance(node, CommentedMap) and part in node
-        in_seq = isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node)
+        in_map = isinstance(node, dict) and part in node
+        in_seq = isinstance(node, list) and isinstance(part, int) and part < len(node)
         if in_map or in_seq:
             span = node_span(file, node, part)
             node = node[part]
@@ -166,7 +170,7 @@ def _locate_error(file: str, node: Any, loc: tuple[Any, ...], at: Span | None) -
 
 
 def _keys(node: Any) -> set[Any]:
-    return set(node) if isinstance(node, CommentedMap) else set()
+    return set(node) if isinstance(node, dict) else set()
 
 
 def validate(
@@ -205,21 +209,24 @@ def _plain(data: Any) -> Any:
 
 
 def _key_spans(file: str, node: Any) -> dict[str, Span]:
-    if not isinstance(node, CommentedMap):
+    if not isinstance(node, dict):
         return {}
     return {str(k): node_span(file, node, k) for k in node}
 
 
-def _section(path: Path, key: str, kind: type, collector: Collector) -> tuple[str, Any] | None:
-    """Read `path` and return its top-level `key` section, checked to be a `kind`."""
+def _section(
+    path: Path, key: str, kind: type, collector: Collector, fast: bool = False
+) -> tuple[str, Any] | None:
+    """Read `path` and return its top-level `key` section, checked to be a `kind`
+    (dict or list)."""
     if not path.is_file():
         return None
-    data = read_yaml(path, collector)
+    data = read_yaml(path, collector, fast)
     name = display(path)
     if data is None:
         return None
-    if not isinstance(data, CommentedMap) or set(data) - {key}:
-        extra = sorted(set(data) - {key}) if isinstance(data, CommentedMap) else []
+    if not isinstance(data, dict) or set(data) - {key}:
+        extra = sorted(set(data) - {key}) if isinstance(data, dict) else []
         what = f"unknown top-level key '{extra[0]}'" if extra else f"expected a '{key}:' mapping"
         at = node_span(name, data, extra[0]) if extra else node_span(name, data)
         collector.error("E0902", f"{what}; this file holds only '{key}:'", at)
@@ -228,7 +235,7 @@ def _section(path: Path, key: str, kind: type, collector: Collector) -> tuple[st
     if section is None:
         return name, kind()
     if not isinstance(section, kind):
-        shape = "a mapping" if kind is CommentedMap else "a list"
+        shape = "a mapping" if kind is dict else "a list"
         collector.error("E0902", f"'{key}' must be {shape}", node_span(name, data, key))
         return None
     return name, section
@@ -266,15 +273,17 @@ def _schema_problem(text: str) -> str | None:
     return None
 
 
-def load_event_types(registry: Path, collector: Collector) -> list[Located[EventType]]:
-    found = _section(registry / "event-types.yaml", "event_types", CommentedMap, collector)
+def load_event_types(
+    registry: Path, collector: Collector, fast: bool = False
+) -> list[Located[EventType]]:
+    found = _section(registry / "event-types.yaml", "event_types", dict, collector, fast)
     if found is None:
         return []
     file, section = found
     out: list[Located[EventType]] = []
     for name, body in section.items():
         span = node_span(file, section, name)
-        data = dict(body) if isinstance(body, CommentedMap) else body
+        data = dict(body) if isinstance(body, dict) else body
         if isinstance(data, dict):
             data = {"name": name, **data}
         event_type = validate(EventType, data, file, body, collector, at=span)
@@ -294,8 +303,10 @@ def load_event_types(registry: Path, collector: Collector) -> list[Located[Event
     return out
 
 
-def load_definitions(registry: Path, collector: Collector) -> list[Located[Definition]]:
-    found = _section(registry / "definitions.yaml", "definitions", CommentedSeq, collector)
+def load_definitions(
+    registry: Path, collector: Collector, fast: bool = False
+) -> list[Located[Definition]]:
+    found = _section(registry / "definitions.yaml", "definitions", list, collector, fast)
     if found is None:
         return []
     file, section = found
@@ -328,7 +339,7 @@ def load_contracts(registry: Path, collector: Collector) -> dict[str, dict[str, 
 
 
 def load_repos(config: Path, collector: Collector) -> list[Located[tuple[str, RepoEntry]]]:
-    found = _section(config / "repos.yaml", "repos", CommentedMap, collector)
+    found = _section(config / "repos.yaml", "repos", dict, collector)
     if found is None:
         return []
     file, section = found
@@ -351,7 +362,7 @@ def _repo_name_ok(name: str) -> bool:
 
 
 def load_overlay(config: Path, collector: Collector) -> list[Located[tuple[str, OverlayEntry]]]:
-    found = _section(config / "schedule.yaml", "schedules", CommentedMap, collector)
+    found = _section(config / "schedule.yaml", "schedules", dict, collector)
     if found is None:
         return []
     file, section = found
@@ -381,9 +392,10 @@ def load_rule_files(rules: Path, collector: Collector) -> list[RuleFile]:
     return files
 
 
-def load_tree(paths: Paths) -> Tree:
+def load_tree(paths: Paths, fast: bool = False) -> Tree:
     """Read every kernel and instance file. Missing `loops/` or `registry/` directories
-    are a usage error (raised as RulesError with code E0900)."""
+    are a usage error (raised as RulesError with code E0900). `fast` reads the registry
+    YAML without positions (its positions only ever serve diagnostics)."""
     collector = Collector()
     for label, folder in (("rules", paths.rules), ("registry", paths.registry)):
         if not folder.is_dir():
@@ -395,8 +407,8 @@ def load_tree(paths: Paths) -> Tree:
     collector.raise_if_any()
     return Tree(
         rule_files=load_rule_files(paths.rules, collector),
-        event_types=load_event_types(paths.registry, collector),
-        definitions=load_definitions(paths.registry, collector),
+        event_types=load_event_types(paths.registry, collector, fast),
+        definitions=load_definitions(paths.registry, collector, fast),
         contracts=load_contracts(paths.registry, collector),
         repos=load_repos(paths.config, collector),
         overlay=load_overlay(paths.config, collector),
@@ -406,6 +418,11 @@ def load_tree(paths: Paths) -> Tree:
 
 
 def load_rules(paths: Paths) -> RuleSet:
-    """Read and compile: the one call the CLI and the runtime use. Raises RulesError."""
-    tree = load_tree(paths)
-    return compile_rules(tree)
+    """Read and compile: the one call the CLI and the runtime use. Raises RulesError.
+
+    The registry is first read without positions; when anything is wrong the whole
+    tree is read again with them, so every diagnostic names its exact place."""
+    try:
+        return compile_rules(load_tree(paths, fast=True))
+    except RulesError:
+        return compile_rules(load_tree(paths, fast=False))
