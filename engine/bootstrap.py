@@ -9,7 +9,7 @@ from pathlib import Path
 from engine.core.validation import Validators
 from engine.loading import Paths, load_rules
 from engine.service import Runtime, Service
-from engine.service.context import Clock, system_clock
+from engine.service.context import NOW_ENV, Clock, clock_from_env
 from engine.store.ports import Store
 from engine.store.sqlite import SqliteStore
 
@@ -25,9 +25,10 @@ def open_store(db: str) -> Store:
     return SqliteStore(db)
 
 
-def open_service(db: str, paths: Paths, clock: Clock = system_clock) -> Service:
+def open_service(db: str, paths: Paths, clock: Clock | None = None) -> Service:
     """Load and compile the rules (RulesError when they are invalid: fail closed), open
-    the store and migrate it."""
+    the store and migrate it. The clock defaults to the system's, or ENGINE_NOW's."""
+    clock = clock or clock_from_env(os.environ.get(NOW_ENV))
     rules = load_rules(paths)
     store = open_store(db)
     artifacts = (

@@ -9,11 +9,12 @@ import sys
 from typing import Any
 
 from dsl.diagnostics import RulesError
-from engine.api.settings import EVENT_SECRET_ENV, OPERATOR_TOKEN_ENV, Settings, SettingsError
+from engine.api.settings import EVENT_SECRET_ENV, OPERATOR_TOKEN_ENV, Settings
 from engine.bootstrap import database_path, open_service
 from engine.cli import exits
 from engine.cli.common import add_rules_options, paths_from
 from engine.cli.render import fail
+from engine.errors import EngineError
 
 log = logging.getLogger("engine.serve")
 
@@ -84,7 +85,7 @@ def run_serve(args: argparse.Namespace) -> int:
         adapters = adapters_for(db, paths)
         settings = Settings.from_env(worker=not args.no_worker, adapters=adapters)
         service = open_service(db, paths)
-    except (SettingsError, RulesError) as err:
+    except (EngineError, RulesError) as err:  # bad settings, ENGINE_NOW, or rules
         return fail(err)
     _configure_logging()
     _warn_closed(settings)

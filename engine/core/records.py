@@ -120,3 +120,30 @@ class OutboxItem:
     origin_run: str | None
     actor: str
     created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoopState:
+    """The scheduler's durable state of one loop."""
+
+    loop: str
+    enabled: bool
+    enabled_since: str | None
+    cursor: str | None  # the newest slot accounted for (fired or skipped)
+    last_slot: str | None  # the newest slot fired
+    paused: bool
+    pause_note: str
+    paused_by: str | None
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class SkipRecord:
+    """Due slots that did not fire, as a range, and why."""
+
+    loop: str
+    first_slot: str
+    last_slot: str
+    count: int
+    reason: str
+    recorded_at: str

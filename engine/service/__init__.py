@@ -14,6 +14,7 @@ from engine.service import admission, planning, proposals, runs
 from engine.service.admission import Admission
 from engine.service.context import Runtime
 from engine.service.runs import Execution
+from engine.service.scheduler import Scheduler
 
 __all__ = ["Admission", "Execution", "Runtime", "Service"]
 
@@ -21,6 +22,7 @@ __all__ = ["Admission", "Execution", "Runtime", "Service"]
 class Service:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
+        self.scheduler = Scheduler(runtime)
 
     # ---- intake and planning ------------------------------------------------------
     def admit(self, envelope: Envelope, actor: str) -> Admission:
@@ -36,9 +38,10 @@ class Service:
         return runs.publish_outbox(self.rt, limit)
 
     def pump(self) -> int:
-        """One pass of the runtime loop: publish chained events, plan what is admitted.
-        Returns how much work it did (0 when idle)."""
-        done = self.publish_outbox()
+        """One pass of the runtime loop: fire due slots, publish chained events, plan
+        what is admitted. Returns how much work it did (0 when idle)."""
+        done = self.scheduler.run_pass()
+        done += self.publish_outbox()
         while True:
             planned = self.plan_pending()
             done += planned

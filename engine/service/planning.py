@@ -14,10 +14,13 @@ from engine.core.records import (
     ProposalState,
     RunRecord,
 )
+from engine.core.ruleset import CatchUp
 from engine.service.context import Runtime, stable_id
 from engine.store.ports import Tx
 
 BATCH = 500
+# Sources whose loop events are a slot's firing; a manual run-now is its own event.
+SLOT_SOURCES = frozenset({"schedule", "bridge"})
 
 
 def envelope_of(event: EventRecord) -> Envelope:
@@ -36,7 +39,7 @@ def idempotency_key(event: EventRecord) -> str:
     """Loop plus slot for a tick, so an approved tick and a replayed one converge;
     otherwise the event's own id (already scoped, e.g. merge-pr:<repo>:<pr>:<sha>)."""
     slot = event.payload.get("slot")
-    if event.loop is not None and isinstance(slot, str):
+    if event.loop is not None and event.source in SLOT_SOURCES and isinstance(slot, str):
         return f"loop:{event.loop}:{slot}"
     return f"event:{event.event_id}"
 
@@ -56,7 +59,11 @@ def plan_one(rt: Runtime, tx: Tx, event: EventRecord) -> Decision | None:
     if tx.get_decision(event.event_id) is not None:
         return None  # another process planned it first
     envelope = envelope_of(event)
-    snapshot = Snapshot(loop_in_flight=event.loop is not None and tx.loop_in_flight(event.loop))
+    state = tx.get_loop_state(event.loop) if event.loop is not None else None
+    snapshot = Snapshot(
+        loop_in_flight=event.loop is not None and tx.loop_in_flight(event.loop),
+        loop_paused=state is not None and state.paused,
+    )
     decision = plan(envelope, rt.rules, snapshot)
     tx.insert_decision(
         DecisionRecord(
@@ -132,6 +139,8 @@ def _proposal_record(event: EventRecord, decision: Decision, state: str, at: str
 
 def _propose(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at: str) -> None:
     proposal = _proposal_record(event, decision, ProposalState.OPEN, at)
+    if event.loop is not None:
+        _supersede_older(rt, tx, event, proposal.proposal_id, at)
     if tx.insert_proposal(proposal):
         rt.journal(
             tx,
@@ -144,6 +153,39 @@ def _propose(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at: st
             note=decision.note,
             data={"event": event.event_id, "definition": decision.definition},
         )
+
+
+def _supersede_older(rt: Runtime, tx: Tx, event: EventRecord, newer: str, at: str) -> None:
+    """An unapproved proposal must not silence a loop: under catch-up none or last, a
+    newer slot's proposal supersedes the loop's older open ones (a stale tick is not
+    worth approving). Under `all` every slot counts, so they stay open; the doctor
+    reports a pile-up."""
+    assert event.loop is not None
+    loop = rt.rules.loops.get(event.loop)
+    if loop is None or loop.catch_up is CatchUp.ALL:
+        return
+    for old in tx.open_loop_proposals(event.loop):
+        state = rt.lifecycle.proposal(old.human_only, old.state, "supersede")
+        if not tx.decide_proposal(
+            old.proposal_id, "open", state, at, "system", f"superseded by {newer}"
+        ):
+            continue
+        rt.journal(
+            tx,
+            "proposal",
+            old.proposal_id,
+            "superseded",
+            "system",
+            from_state="open",
+            to_state=state,
+            note=f"a newer slot of loop '{event.loop}' proposed {newer}",
+            at=at,
+        )
+        old_event = tx.get_event(old.event_id)
+        current = tx.get_occurrence_state(old.event_id)
+        if old_event is not None and current == "awaiting_approval":
+            moved = rt.lifecycle.occurrence(old_event.loop, old_event.type, current, "supersede")
+            tx.set_occurrence(old.event_id, old_event.loop, moved, at)
 
 
 def _auto_run(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at: str) -> None:

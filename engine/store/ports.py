@@ -13,9 +13,11 @@ from engine.core.records import (
     DecisionRecord,
     EventRecord,
     JournalEntry,
+    LoopState,
     OutboxItem,
     ProposalRecord,
     RunRecord,
+    SkipRecord,
 )
 
 
@@ -115,6 +117,36 @@ class Tx(Protocol):
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Runs and proposals by state."""
+
+    # ---- the scheduler ---------------------------------------------------------------
+    def get_loop_state(self, loop: str) -> LoopState | None: ...
+
+    def list_loop_states(self) -> list[LoopState]: ...
+
+    def set_loop_enabled(self, loop: str, enabled: bool, since: str, at: str) -> None:
+        """Record the rules' enabled flag; `since` is kept only when the loop turns on."""
+
+    def advance_cursor(self, loop: str, cursor: str, last_slot: str | None, at: str) -> None:
+        """Move the cursor (and the last fired slot) forward; never backward."""
+
+    def set_paused(self, loop: str, paused: bool, note: str, by: str | None, at: str) -> bool: ...
+
+    def insert_skip(self, skip: SkipRecord) -> bool:
+        """Record a skipped range once (idempotent on loop, first slot and reason)."""
+
+    def list_skips(self, loop: str, since: str) -> list[SkipRecord]: ...
+
+    def loop_events(self, loop: str, since: str, limit: int) -> list[EventRecord]:
+        """A loop's ticks that occurred since `since`, oldest first."""
+
+    def last_loop_event(self, loop: str) -> EventRecord | None: ...
+
+    def last_loop_run(self, loop: str) -> RunRecord | None: ...
+
+    def open_loop_proposals(self, loop: str) -> list[ProposalRecord]:
+        """Oldest first."""
+
+    def open_proposals_by_loop(self) -> dict[str, int]: ...
 
 
 class Store(Protocol):

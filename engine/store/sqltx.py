@@ -11,9 +11,11 @@ from engine.core.records import (
     DecisionRecord,
     EventRecord,
     JournalEntry,
+    LoopState,
     OutboxItem,
     ProposalRecord,
     RunRecord,
+    SkipRecord,
 )
 from engine.store.queries import queries
 
@@ -62,6 +64,13 @@ def _run(row: Row) -> RunRecord:
     data = dict(row)
     data["result"] = _loads(data["result"])
     return RunRecord(**data)
+
+
+def _loop_state(row: Row) -> LoopState:
+    data = dict(row)
+    data["enabled"] = bool(data["enabled"])
+    data["paused"] = bool(data["paused"])
+    return LoopState(**data)
 
 
 def _journal(row: Row) -> JournalEntry:
@@ -332,3 +341,63 @@ class SqlTx:
         runs = {r["state"]: int(r["n"]) for r in self._all("count_by_state")}
         proposals = {r["state"]: int(r["n"]) for r in self._all("count_proposals_by_state")}
         return {"runs": runs, "proposals": proposals}
+
+    # ---- the scheduler -------------------------------------------------------------
+    def get_loop_state(self, loop: str) -> LoopState | None:
+        row = self._one("get_loop_state", loop=loop)
+        return None if row is None else _loop_state(row)
+
+    def list_loop_states(self) -> list[LoopState]:
+        return [_loop_state(r) for r in self._all("list_loop_states")]
+
+    def set_loop_enabled(self, loop: str, enabled: bool, since: str, at: str) -> None:
+        self._exec(
+            "upsert_loop_enabled",
+            loop=loop,
+            enabled=int(enabled),
+            enabled_since=since,
+            updated_at=at,
+        )
+
+    def advance_cursor(self, loop: str, cursor: str, last_slot: str | None, at: str) -> None:
+        self._exec("advance_cursor", loop=loop, cursor=cursor, last_slot=last_slot, updated_at=at)
+
+    def set_paused(self, loop: str, paused: bool, note: str, by: str | None, at: str) -> bool:
+        moved = self._exec(
+            "set_paused", loop=loop, paused=int(paused), note=note, by=by, updated_at=at
+        )
+        return moved == 1
+
+    def insert_skip(self, skip: SkipRecord) -> bool:
+        return (
+            self._exec(
+                "insert_skip",
+                loop=skip.loop,
+                first_slot=skip.first_slot,
+                last_slot=skip.last_slot,
+                count=skip.count,
+                reason=skip.reason,
+                recorded_at=skip.recorded_at,
+            )
+            == 1
+        )
+
+    def list_skips(self, loop: str, since: str) -> list[SkipRecord]:
+        return [SkipRecord(**dict(r)) for r in self._all("list_skips", loop=loop, since=since)]
+
+    def loop_events(self, loop: str, since: str, limit: int) -> list[EventRecord]:
+        return [_event(r) for r in self._all("loop_events", loop=loop, since=since, limit=limit)]
+
+    def last_loop_event(self, loop: str) -> EventRecord | None:
+        row = self._one("last_loop_event", loop=loop)
+        return None if row is None else _event(row)
+
+    def last_loop_run(self, loop: str) -> RunRecord | None:
+        row = self._one("last_loop_run", loop=loop)
+        return None if row is None else _run(row)
+
+    def open_loop_proposals(self, loop: str) -> list[ProposalRecord]:
+        return [_proposal(r) for r in self._all("open_loop_proposals", loop=loop)]
+
+    def open_proposals_by_loop(self) -> dict[str, int]:
+        return {str(r["loop"]): int(r["n"]) for r in self._all("count_open_by_loop")}

@@ -148,3 +148,57 @@ SELECT state, COUNT(*) AS n FROM runs GROUP BY state;
 
 -- name: count_proposals_by_state
 SELECT state, COUNT(*) AS n FROM proposals GROUP BY state;
+
+-- name: get_loop_state
+SELECT * FROM loop_state WHERE loop = :loop;
+
+-- name: list_loop_states
+SELECT * FROM loop_state ORDER BY loop;
+
+-- name: upsert_loop_enabled
+-- Record enablement; `enabled_since` is set when a loop turns on and kept while on.
+INSERT INTO loop_state (loop, enabled, enabled_since, updated_at)
+VALUES (:loop, :enabled, :enabled_since, :updated_at)
+ON CONFLICT (loop) DO UPDATE SET
+    enabled = excluded.enabled,
+    enabled_since = CASE WHEN excluded.enabled = 1 AND loop_state.enabled = 0
+                         THEN excluded.enabled_since ELSE loop_state.enabled_since END,
+    updated_at = excluded.updated_at;
+
+-- name: advance_cursor
+-- The cursor only moves forward, whichever process writes last.
+UPDATE loop_state SET
+    cursor = CASE WHEN cursor IS NULL OR cursor < :cursor THEN :cursor ELSE cursor END,
+    last_slot = CASE WHEN :last_slot IS NOT NULL AND (last_slot IS NULL OR last_slot < :last_slot)
+                     THEN :last_slot ELSE last_slot END,
+    updated_at = :updated_at
+WHERE loop = :loop;
+
+-- name: set_paused
+UPDATE loop_state SET paused = :paused, pause_note = :note, paused_by = :by, updated_at = :updated_at
+WHERE loop = :loop;
+
+-- name: insert_skip
+INSERT INTO slot_skips (loop, first_slot, last_slot, count, reason, recorded_at)
+VALUES (:loop, :first_slot, :last_slot, :count, :reason, :recorded_at)
+ON CONFLICT (loop, first_slot, reason) DO NOTHING;
+
+-- name: list_skips
+SELECT * FROM slot_skips WHERE loop = :loop AND last_slot >= :since ORDER BY first_slot;
+
+-- name: loop_events
+-- A loop's admitted events (ticks) that occurred since an instant, oldest first.
+SELECT * FROM events WHERE loop = :loop AND occurred_at >= :since
+ORDER BY occurred_at, event_id LIMIT :limit;
+
+-- name: last_loop_event
+SELECT * FROM events WHERE loop = :loop ORDER BY admitted_at DESC, event_id DESC LIMIT 1;
+
+-- name: last_loop_run
+SELECT * FROM runs WHERE loop = :loop ORDER BY created_at DESC, run_id DESC LIMIT 1;
+
+-- name: open_loop_proposals
+SELECT * FROM proposals WHERE loop = :loop AND state = 'open' ORDER BY created_at, proposal_id;
+
+-- name: count_open_by_loop
+SELECT loop, COUNT(*) AS n FROM proposals WHERE state = 'open' AND loop IS NOT NULL GROUP BY loop;

@@ -1,0 +1,141 @@
+"""The in-process scheduler: each pass fires the loops whose next slot is due.
+
+A heap of (next due instant, loop) makes a pass with nothing due cost O(1), and one
+with due loops O(due log loops). Truth is in the store, never in the heap: each due
+loop's state (cursor, enablement, pause) is read in the pass's transaction, its ticks
+are admitted through the same idempotent path as any event, its skipped slots are
+recorded, and its cursor moves forward, all in one commit. Several processes may
+run passes on one database: they converge on one admission per slot."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from engine.core.envelope import parse_iso
+from engine.core.records import LoopState, SkipRecord
+from engine.core.ruleset import Loop
+from engine.core.slots import Pass, Policy, SkipReason, Slots, plan_pass, skip_all, slots_of
+from engine.core.ticks import slot_text, tick
+from engine.service.admission import admit_in
+from engine.service.context import Runtime
+from engine.store.ports import Tx
+
+ACTOR = "schedule"
+
+
+@dataclass(order=True)
+class _Due:
+    at: datetime
+    loop: str = field(compare=False)
+
+
+@dataclass
+class Scheduler:
+    rt: Runtime
+    heap: list[_Due] = field(default_factory=list)
+    sequences: dict[str, Slots] = field(default_factory=dict)
+    started: bool = False
+
+    # ---- start: reconcile the store with the rules ---------------------------------------
+    def start(self, now: datetime) -> None:
+        """Record which loops are enabled (a loop turning on starts its catch-up window
+        now) and schedule each enabled loop's next slot."""
+        with self.rt.store.write() as tx:
+            for loop in self.rt.rules.loops.values():
+                seq = slots_of(loop.trigger)
+                if seq is None:
+                    continue
+                self.sequences[loop.name] = seq
+                state = tx.get_loop_state(loop.name)
+                if state is None or state.enabled != loop.enabled:
+                    self._record_enablement(tx, loop, state, now)
+                if loop.enabled:
+                    self._push(loop.name, tx.get_loop_state(loop.name), now)
+        self.started = True
+
+    def _record_enablement(
+        self, tx: Tx, loop: Loop, state: LoopState | None, now: datetime
+    ) -> None:
+        at = self.rt.now()
+        tx.set_loop_enabled(loop.name, loop.enabled, slot_text(now), at)
+        action = "enabled" if loop.enabled else "disabled"
+        self.rt.journal(
+            tx,
+            "loop",
+            loop.name,
+            action,
+            "system",
+            at=at,
+            note=f"the rules say {action} ({loop.overlay_origin or loop.origin})",
+        )
+        if loop.enabled and state is not None and state.cursor is not None:
+            gap = skip_all(
+                self.sequences[loop.name],
+                parse_iso(state.cursor),
+                parse_iso(state.cursor),
+                now,
+                SkipReason.DISABLED,
+            )
+            self._record_skips(tx, loop.name, gap, at)
+
+    def _push(self, name: str, state: LoopState | None, now: datetime) -> None:
+        seq = self.sequences[name]
+        if state is None or state.enabled_since is None:
+            return
+        since = parse_iso(state.enabled_since)
+        after = parse_iso(state.cursor) if state.cursor else since - timedelta(microseconds=1)
+        after = max(after, since - timedelta(microseconds=1))
+        nxt = seq.after(after)
+        if nxt is not None:
+            heapq.heappush(self.heap, _Due(nxt, name))
+
+    # ---- a pass ----------------------------------------------------------------------
+    def run_pass(self, now: datetime | None = None) -> int:
+        """Fire every due loop; the number of ticks admitted (new or duplicate)."""
+        now = now or self.rt.clock()
+        if not self.started:
+            self.start(now)
+        due: list[str] = []
+        while self.heap and self.heap[0].at <= now:
+            name = heapq.heappop(self.heap).loop
+            if not due or due[-1] != name:
+                due.append(name)
+        if not due:
+            return 0
+        fired = 0
+        with self.rt.store.write() as tx:
+            for name in dict.fromkeys(due):
+                fired += self._fire(tx, self.rt.rules.loops[name], now)
+        return fired
+
+    def _fire(self, tx: Tx, loop: Loop, now: datetime) -> int:
+        state = tx.get_loop_state(loop.name)
+        if state is None or not state.enabled or state.enabled_since is None:
+            return 0
+        seq = self.sequences[loop.name]
+        cursor = parse_iso(state.cursor) if state.cursor else None
+        since = parse_iso(state.enabled_since)
+        if state.paused:
+            result = skip_all(seq, cursor, since, now, SkipReason.PAUSED)
+        else:
+            result = plan_pass(seq, Policy.of(loop), cursor, since, now)
+        at = self.rt.now()
+        for f in result.fires:
+            admit_in(self.rt, tx, tick(loop, f.slot, f.skipped), ACTOR, at)
+        self._record_skips(tx, loop.name, result, at)
+        if result.cursor is not None:
+            last = slot_text(result.fires[-1].slot) if result.fires else None
+            tx.advance_cursor(loop.name, slot_text(result.cursor), last, at)
+        self._push(loop.name, tx.get_loop_state(loop.name), now)
+        return len(result.fires)
+
+    def _record_skips(self, tx: Tx, loop: str, result: Pass, at: str) -> None:
+        for s in result.skips:
+            tx.insert_skip(
+                SkipRecord(loop, slot_text(s.first), slot_text(s.last), s.count, s.reason.value, at)
+            )
+
+    def next_due(self) -> datetime | None:
+        return self.heap[0].at if self.heap else None
