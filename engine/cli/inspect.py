@@ -14,7 +14,7 @@ from engine.api import wire
 from engine.bootstrap import database_path, open_service
 from engine.cli.common import add_json_option, add_rules_options, paths_from
 from engine.cli.render import Column, fields, guarded, output, table
-from engine.core.records import RunState
+from engine.core.states import RunState
 from engine.errors import NotFound
 from engine.service import Service
 

@@ -13,7 +13,7 @@ from engine.api.settings import OPERATOR_NAME
 from engine.cli.inspect import add_db_options, opened, parser_for, positive
 from engine.cli.render import Column, fields, guarded, output, table
 from engine.core.decisions import operator_actor
-from engine.core.records import ProposalState
+from engine.core.states import ProposalState
 from engine.errors import BadRequest
 
 STATES = sorted({*(s.value for s in ProposalState), "all"})

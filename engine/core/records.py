@@ -1,30 +1,12 @@
-"""What the store keeps: plain frozen records with stable string states. The state
-names are the lifecycle machines' states (engine.machines)."""
+"""What the store keeps: plain frozen records with stable string states (the
+lifecycle vocabulary of engine.core.states)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-
-class ProposalState(StrEnum):
-    OPEN = "open"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    SUPERSEDED = "superseded"
-
-
-class RunState(StrEnum):
-    QUEUED = "queued"
-    CLAIMED = "claimed"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    TIMED_OUT = "timed_out"
-    CANCELLED = "cancelled"
-
+from engine.core.states import RunState
 
 IN_FLIGHT = (RunState.QUEUED, RunState.CLAIMED, RunState.RUNNING)
 LEASED = (RunState.CLAIMED, RunState.RUNNING)

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from engine.core.ruleset import Approval
-from engine.machines.states import (
+from engine.core.states import (
     Condition,
     MachineKind,
     OccurrenceState,

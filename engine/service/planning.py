@@ -11,10 +11,10 @@ from engine.core.records import (
     DecisionRecord,
     EventRecord,
     ProposalRecord,
-    ProposalState,
     RunRecord,
 )
 from engine.core.ruleset import CatchUp
+from engine.core.states import ProposalState
 from engine.service.context import Runtime, stable_id
 from engine.store.ports import Tx
 

@@ -7,7 +7,7 @@ from aiohttp import web
 
 from engine.api import query, wire
 from engine.api.context import call, operator, reply, service, settings
-from engine.core.records import RunState
+from engine.core.states import RunState
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
 JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop"})

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.api import query, wire
 from engine.api.bodies import model_body, parse_json, read_body
 from engine.api.context import call, operator, reply, service, settings, wake
-from engine.core.records import ProposalState
+from engine.core.states import ProposalState
 
 PROPOSAL_STATES = frozenset({*(s.value for s in ProposalState), "all"})
 
