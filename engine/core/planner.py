@@ -49,66 +49,42 @@ def plan(event: Envelope, rules: RuleSet, snapshot: Snapshot) -> Decision:
         )
     definition = rules.definitions[route.definition]
     human_only = rules.is_human_only(event.type)
-    ref = str(route.definition)
-
-    def noop(reason: NoopReason, note: str) -> Decision:
-        return Decision(
-            DecisionKind.NOOP,
-            reason,
-            ref,
-            loop_name,
-            None,
-            human_only,
-            definition.mutating,
-            loop.origin if loop else route.origin,
-            note,
-        )
-
-    if loop is not None:
-        if event.source in ("schedule", "bridge") and not loop.enabled:
-            return noop(NoopReason.DISABLED, f"loop '{loop.name}' is disabled")
-        if snapshot.loop_paused:
-            return noop(NoopReason.PAUSED, f"loop '{loop.name}' is paused")
-        if loop.singleton and snapshot.loop_in_flight:
-            return noop(
-                NoopReason.PREVIOUS_RUN_IN_FLIGHT, f"a run of loop '{loop.name}' is still in flight"
-            )
-        if loop.policy.shadow:
-            return Decision(
-                DecisionKind.SHADOW,
-                None,
-                ref,
-                loop_name,
-                None,
-                human_only,
-                definition.mutating,
-                loop.origin,
-                "shadow mode: recorded what would run",
-            )
-    approval = loop.approval if loop is not None else route.approval
     rule = loop.origin if loop is not None else route.origin
-    if human_only or approval is Approval.WATCHED:
-        note = "human-approval-only" if human_only else "watched: waiting for an operator"
+
+    def decide(
+        kind: DecisionKind,
+        note: str,
+        reason: NoopReason | None = None,
+        approved_by: str | None = None,
+    ) -> Decision:
         return Decision(
-            DecisionKind.PROPOSE,
-            None,
-            ref,
+            kind,
+            reason,
+            str(route.definition),
             loop_name,
-            None,
+            approved_by,
             human_only,
             definition.mutating,
             rule,
             note,
         )
+
+    if loop is not None:
+        if event.source in ("schedule", "bridge") and not loop.enabled:
+            return decide(DecisionKind.NOOP, f"loop '{loop.name}' is disabled", NoopReason.DISABLED)
+        if snapshot.loop_paused:
+            return decide(DecisionKind.NOOP, f"loop '{loop.name}' is paused", NoopReason.PAUSED)
+        if loop.singleton and snapshot.loop_in_flight:
+            return decide(
+                DecisionKind.NOOP,
+                f"a run of loop '{loop.name}' is still in flight",
+                NoopReason.PREVIOUS_RUN_IN_FLIGHT,
+            )
+        if loop.policy.shadow:
+            return decide(DecisionKind.SHADOW, "shadow mode: recorded what would run")
+    approval = loop.approval if loop is not None else route.approval
+    if human_only or approval is Approval.WATCHED:
+        note = "human-approval-only" if human_only else "watched: waiting for an operator"
+        return decide(DecisionKind.PROPOSE, note)
     actor = Actor.SCHEDULE if loop is not None else Actor.SYSTEM
-    return Decision(
-        DecisionKind.RUN,
-        None,
-        ref,
-        loop_name,
-        actor.value,
-        False,
-        definition.mutating,
-        rule,
-        f"approval auto by {rule}",
-    )
+    return decide(DecisionKind.RUN, f"approval auto by {rule}", approved_by=actor.value)
