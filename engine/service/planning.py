@@ -184,7 +184,7 @@ def _supersede_older(rt: Runtime, tx: Tx, event: EventRecord, newer: str, at: st
         old_event = tx.get_event(old.event_id)
         current = tx.get_occurrence_state(old.event_id)
         if old_event is not None and current == "awaiting_approval":
-            moved = rt.lifecycle.occurrence(old_event.loop, old_event.type, current, "supersede")
+            moved = rt.lifecycle.proposed(old.human_only, current, "supersede")
             tx.set_occurrence(old.event_id, old_event.loop, moved, at)
 
 

@@ -98,7 +98,7 @@ def _advance_occurrence(
     current = tx.get_occurrence_state(proposal.event_id)
     if event is None or current is None:
         return
-    state = rt.lifecycle.occurrence(event.loop, event.type, current, trigger, actor_is_human=True)
+    state = rt.lifecycle.proposed(proposal.human_only, current, trigger, actor_is_human=True)
     tx.set_occurrence(event.event_id, event.loop, state, at)
 
 

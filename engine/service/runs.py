@@ -147,9 +147,9 @@ def _settle_occurrence(rt: Runtime, tx: Tx, run: RunRecord, run_state: str, at: 
     current = tx.get_occurrence_state(run.event_id)
     if event is None or current != "work_dispatched":
         return
-    state = rt.lifecycle.occurrence(event.loop, event.type, current, "verify")
+    state = rt.lifecycle.dispatched(current, "verify")
     final = {"succeeded": "complete", "timed_out": "time_out"}.get(run_state, "fail")
-    state = rt.lifecycle.occurrence(event.loop, event.type, state, final)
+    state = rt.lifecycle.dispatched(state, final)
     tx.set_occurrence(event.event_id, event.loop, state, at)
 
 

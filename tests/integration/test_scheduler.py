@@ -159,3 +159,47 @@ def test_pause_records_skips_and_resume_does_not_replay(
     with service.rt.store.read() as tx:
         reasons = {s.reason for s in tx.list_skips("hourly", "2026-11-30T00:00:00Z")}
     assert reasons == {"paused"}
+
+
+def test_a_proposal_stays_approvable_after_its_loop_earns_auto(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A proposal opened under watched rules can still be approved after a reviewed
+    change makes the loop `approval auto` and the runtime restarts."""
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(TREE, tree)
+    paths = Paths(tree / "loops", tree / "registry", tree / "config")
+    db = str(tmp_path / "e.db")
+    before = open_service(db, paths, clock=clock)
+    before.pump()
+    clock.at("2026-11-30T10:00:01")
+    before.pump()
+    (proposal,) = [p for p in before.proposals() if p.loop == "hourly"]
+    before.rt.store.close()
+    rules = tree / "loops" / "loops.rules"
+    rules.write_text(
+        rules.read_text().replace(
+            "emit test.tick\n  approval watched", "emit test.tick\n  approval auto", 1
+        )
+    )
+    after = open_service(db, paths, clock=clock)
+    approved, run = after.approve(proposal.proposal_id, "operator:alice")
+    assert (approved.state, run.approved_by) == ("approved", "operator:alice")
+    after.rt.store.close()
+
+
+def test_serve_recovers_an_expired_lease_without_the_reaper(
+    open_engine: Callable[[], Service], clock: Clock
+) -> None:
+    """The runtime loop itself requeues a read-only run whose worker vanished."""
+    service = open_engine()
+    service.pump()
+    clock.at("2026-11-30T10:00:01")
+    service.pump()
+    claimed = service.claim("gone-worker", lease_seconds=5)
+    assert claimed is not None and claimed.loop == "hourly-auto"
+    clock.at("2026-11-30T10:01:00")
+    service.pump()
+    assert service.run(claimed.run_id).state == "queued"
