@@ -26,6 +26,8 @@ COMMANDS = {
     "runs": "engine.cli.inspect",
     "events": "engine.cli.inspect",
     "journal": "engine.cli.inspect",
+    "schedule": "engine.cli.schedule",
+    "doctor": "engine.cli.doctor",
 }
 
 DESCRIPTION = """\

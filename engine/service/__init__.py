@@ -4,25 +4,33 @@ synchronous (the store is); async callers run them in a thread."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from engine.core.envelope import Envelope
 from engine.core.records import EventRecord, JournalEntry, ProposalRecord, RunRecord
 from engine.errors import NotFound
-from engine.service import admission, planning, proposals, runs
+from engine.service import admission, planning, proposals, runs, schedules
+from engine.service import doctor as checks
 from engine.service.admission import Admission
 from engine.service.context import Runtime
+from engine.service.doctor import PILEUP
 from engine.service.runs import Execution
 from engine.service.scheduler import Scheduler
 
 __all__ = ["Admission", "Execution", "Runtime", "Service"]
+
+# How often serve's runtime loop recovers expired run leases by itself, so a killed
+# worker's run is requeued or failed (by the policy in engine.service.runs) even when
+# the reaper loop is off.
+LEASE_SWEEP = timedelta(seconds=15)
 
 
 class Service:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
         self.scheduler = Scheduler(runtime)
+        self._last_sweep: datetime | None = None
 
     # ---- intake and planning ------------------------------------------------------
     def admit(self, envelope: Envelope, actor: str) -> Admission:
@@ -38,9 +46,14 @@ class Service:
         return runs.publish_outbox(self.rt, limit)
 
     def pump(self) -> int:
-        """One pass of the runtime loop: fire due slots, publish chained events, plan
-        what is admitted. Returns how much work it did (0 when idle)."""
+        """One pass of the runtime loop: fire due slots, recover expired leases (every
+        LEASE_SWEEP seconds), publish chained events, plan what is admitted. Returns how
+        much work it did (0 when idle)."""
         done = self.scheduler.run_pass()
+        now = self.rt.clock()
+        if self._last_sweep is None or now - self._last_sweep >= LEASE_SWEEP:
+            self._last_sweep = now
+            done += len(runs.recover_expired(self.rt, apply=True))
         done += self.publish_outbox()
         while True:
             planned = self.plan_pending()
@@ -69,6 +82,34 @@ class Service:
 
     def finish(self, run: RunRecord, worker: str, execution: Execution) -> RunRecord:
         return runs.finish(self.rt, run, worker, execution)
+
+    # ---- schedules (engine schedule, engine doctor, /schedules) ---------------------
+    def schedules(self) -> list[dict[str, Any]]:
+        return schedules.schedule_view(self.rt, self.rt.clock())
+
+    def schedule(self, loop: str) -> dict[str, Any]:
+        return schedules.schedule_of(self.rt, loop, self.rt.clock())
+
+    def pause(self, loop: str, actor: str, note: str) -> dict[str, Any]:
+        return schedules.pause(self.rt, loop, actor, note)
+
+    def resume(self, loop: str, actor: str, note: str = "") -> dict[str, Any]:
+        return schedules.resume(self.rt, loop, actor, note)
+
+    def trigger(self, loop: str, actor: str) -> Admission:
+        return schedules.trigger(self.rt, loop, actor)
+
+    def backfill(
+        self, loop: str, start: datetime, end: datetime, actor: str, limit: int | None = None
+    ) -> dict[str, Any]:
+        most = schedules.BACKFILL_LIMIT if limit is None else limit
+        return schedules.backfill(self.rt, loop, start, end, actor, most)
+
+    def slots(self, loop: str, since: datetime) -> list[dict[str, Any]]:
+        return schedules.slot_history(self.rt, loop, since, self.rt.clock())
+
+    def doctor(self, pileup: int = PILEUP) -> dict[str, Any]:
+        return checks.doctor(self.rt, self.rt.clock(), pileup)
 
     # ---- maintenance ----------------------------------------------------------------
     def reap(self, apply: bool, proposal_ttl: timedelta) -> dict[str, Any]:

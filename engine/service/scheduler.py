@@ -45,13 +45,14 @@ class Scheduler:
         with self.rt.store.write() as tx:
             for loop in self.rt.rules.loops.values():
                 seq = slots_of(loop.trigger)
-                if seq is None:
-                    continue
-                self.sequences[loop.name] = seq
+                if seq is not None:
+                    self.sequences[loop.name] = seq
+                # Every loop gets a state row, manual and host-clock ones too: its
+                # enablement is the doctor's baseline and pausing needs the row.
                 state = tx.get_loop_state(loop.name)
                 if state is None or state.enabled != loop.enabled:
                     self._record_enablement(tx, loop, state, now)
-                if loop.enabled:
+                if loop.enabled and seq is not None:
                     self._push(loop.name, tx.get_loop_state(loop.name), now)
         self.started = True
 
@@ -70,15 +71,17 @@ class Scheduler:
             at=at,
             note=f"the rules say {action} ({loop.overlay_origin or loop.origin})",
         )
-        if loop.enabled and state is not None and state.cursor is not None:
-            gap = skip_all(
-                self.sequences[loop.name],
-                parse_iso(state.cursor),
-                parse_iso(state.cursor),
-                now,
-                SkipReason.DISABLED,
-            )
+        seq = self.sequences.get(loop.name)
+        if loop.enabled and seq is not None and state is not None and state.cursor is not None:
+            # The disabled range ends before the new enablement (a slot at that very
+            # second is due, not skipped), and the cursor moves past it, so a later
+            # disable/enable cycle records its own range instead of colliding with this one.
+            cursor = parse_iso(state.cursor)
+            before = parse_iso(slot_text(now)) - timedelta(microseconds=1)
+            gap = skip_all(seq, cursor, cursor, before, SkipReason.DISABLED)
             self._record_skips(tx, loop.name, gap, at)
+            if gap.skips and gap.cursor is not None:
+                tx.advance_cursor(loop.name, slot_text(gap.cursor), None, at)
 
     def _push(self, name: str, state: LoopState | None, now: datetime) -> None:
         seq = self.sequences[name]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.api.routes import inspect, intake, operate
+from engine.api.routes import inspect, intake, operate, schedules
 
-ROUTES = (intake.routes, operate.routes, inspect.routes)
+ROUTES = (intake.routes, operate.routes, inspect.routes, schedules.routes)
 
 __all__ = ["ROUTES"]

@@ -8,6 +8,7 @@ from aiohttp import web
 from engine.api import query, wire
 from engine.api.context import call, operator, reply, service, settings
 from engine.core.states import RunState
+from engine.service.doctor import PILEUP
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
 JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop"})
@@ -62,9 +63,12 @@ async def list_journal(request: web.Request) -> web.Response:
 
 @routes.get("/status")
 async def status(request: web.Request) -> web.Response:
-    """Open to anyone: counts, the rules digest and the version; never a secret."""
+    """Open to anyone: counts, the rules digest, the version and the doctor's findings
+    (`?pileup=N`, default 3); never a secret."""
     config = settings(request)
+    pileup = query.integer(request.query, "pileup", PILEUP, 0, 100_000)
     found = await call(service(request).status)
+    doctor = await call(service(request).doctor, pileup)
     return reply(
         {
             **found,
@@ -72,5 +76,7 @@ async def status(request: web.Request) -> web.Response:
             "signedIntake": config.event_secret is not None,
             "operatorRoutes": bool(config.operators),
             "worker": config.worker,
+            "anomalies": len(doctor["anomalies"]),
+            "doctor": doctor,
         }
     )
