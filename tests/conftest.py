@@ -224,3 +224,66 @@ def shipped_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     serve = launch_serve(tmp_path_factory.mktemp("shipped"), ROOT)
     yield serve
     serve.stop()
+
+
+# ---- `engine serve` placed in time, several starts on one database --------------------
+# Appended block with its own imports (E402): several people append to this file.
+
+import dataclasses  # noqa: E402
+import itertools  # noqa: E402
+import threading  # noqa: E402
+
+SCHEDULING_TREE = ROOT / "tests" / "data" / "scheduling_acceptance"
+
+
+class ServeClock:
+    """Starts `engine serve` over one tree and one SQLite file (`workdir/engine.db`), each
+    start with its clock placed by ENGINE_NOW and its own config directory; every process
+    is killed on exit. Reuses `launch_serve` (a later `--db`/`--config` wins over the
+    tree's), so each start keeps its own workdir and log."""
+
+    def __init__(self, workdir: Path, tree: Path = SCHEDULING_TREE) -> None:
+        self.workdir, self.tree, self.db = workdir, tree, workdir / "engine.db"
+        self.started: list[Serve] = []
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+
+    def start(
+        self, now: str | None, *args: str, config: Path, env: dict[str, str] | None = None
+    ) -> Serve:
+        """A ready `engine serve` (operator alice:tok, event secret EVENT_SECRET) whose
+        clock reads `now` at start (None: the system clock). Thread-safe."""
+        workdir = self.workdir / f"serve{next(self._ids)}"
+        workdir.mkdir()
+        full = {
+            "ENGINE_OPERATOR_TOKEN": "alice:tok",
+            "ENGINE_EVENT_SECRET": EVENT_SECRET,
+            **({"ENGINE_NOW": now} if now else {}),
+            **(env or {}),
+        }
+        extra = ["--db", str(self.db), "--config", str(config), *args]
+        serve = dataclasses.replace(launch_serve(workdir, self.tree, full, *extra), db=self.db)
+        with self._lock:
+            self.started.append(serve)
+        return serve
+
+    def __enter__(self) -> ServeClock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for serve in self.started:
+            serve.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def serve_clock(tmp_path: Path) -> Iterator[ServeClock]:
+    """A ServeClock over tests/data/scheduling_acceptance on a fresh database in tmp_path."""
+    with ServeClock(tmp_path) as clock:
+        yield clock
+
+
+@pytest.fixture(scope="module")
+def module_serve_clock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeClock]:
+    """A ServeClock shared by a whole test module (one timeline that several tests read)."""
+    with ServeClock(tmp_path_factory.mktemp("clock")) as clock:
+        yield clock

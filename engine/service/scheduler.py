@@ -10,6 +10,7 @@ run passes on one database: they converge on one admission per slot."""
 from __future__ import annotations
 
 import heapq
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -23,6 +24,7 @@ from engine.service.context import Runtime
 from engine.store.ports import Tx
 
 ACTOR = "schedule"
+log = logging.getLogger("engine.scheduler")
 
 
 @dataclass(order=True)
@@ -127,6 +129,13 @@ class Scheduler:
         at = self.rt.now()
         for f in result.fires:
             admit_in(self.rt, tx, tick(loop, f.slot, f.skipped), ACTOR, at)
+            if f.skipped:
+                log.info(
+                    "loop %s: fired %s, skipped %d older slot(s)",
+                    loop.name,
+                    slot_text(f.slot),
+                    f.skipped,
+                )
         self._record_skips(tx, loop.name, result, at)
         if result.cursor is not None:
             last = slot_text(result.fires[-1].slot) if result.fires else None
