@@ -30,7 +30,8 @@ def tick(loop: Loop, slot: datetime, skipped: int, source: str = "schedule") -> 
         "cadenceSeconds": cadence_seconds(loop.trigger, slot),
         "skippedSlots": skipped,
     }
-    return Envelope(
+    # Built from a compiled, validated loop: nothing to re-validate on the hot path.
+    return Envelope.model_construct(
         eventId=event_id,
         type=loop.event_type,
         source=source,

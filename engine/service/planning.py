@@ -24,7 +24,8 @@ SLOT_SOURCES = frozenset({"schedule", "bridge"})
 
 
 def envelope_of(event: EventRecord) -> Envelope:
-    return Envelope(
+    """The envelope of a stored event (validated when it was admitted)."""
+    return Envelope.model_construct(
         eventId=event.event_id,
         type=event.type,
         source=event.source,
@@ -48,13 +49,13 @@ def plan_pending(rt: Runtime, limit: int = BATCH) -> int:
     """Plan up to `limit` unplanned events in one transaction; the number planned."""
     with rt.store.write() as tx:
         events = tx.unplanned_events(limit)
+        at = rt.now()  # one instant for the batch: it commits at once
         for event in events:
-            plan_one(rt, tx, event)
+            plan_one(rt, tx, event, at)
     return len(events)
 
 
-def plan_one(rt: Runtime, tx: Tx, event: EventRecord) -> Decision | None:
-    at = rt.now()
+def plan_one(rt: Runtime, tx: Tx, event: EventRecord, at: str) -> Decision | None:
     tx.mark_planned(event.event_id)
     if tx.get_decision(event.event_id) is not None:
         return None  # another process planned it first

@@ -86,13 +86,17 @@ class Scheduler:
                 tx.advance_cursor(loop.name, slot_text(gap.cursor), None, at)
 
     def _push(self, name: str, state: LoopState | None, now: datetime) -> None:
-        seq = self.sequences[name]
         if state is None or state.enabled_since is None:
             return
-        since = parse_iso(state.enabled_since)
-        after = parse_iso(state.cursor) if state.cursor else since - timedelta(microseconds=1)
-        after = max(after, since - timedelta(microseconds=1))
-        nxt = seq.after(after)
+        cursor = parse_iso(state.cursor) if state.cursor else None
+        self._push_after(name, cursor, parse_iso(state.enabled_since))
+
+    def _push_after(self, name: str, cursor: datetime | None, since: datetime) -> None:
+        """Schedule the loop's first slot after its cursor, never before enablement."""
+        after = since - timedelta(microseconds=1)
+        if cursor is not None and cursor > after:
+            after = cursor
+        nxt = self.sequences[name].after(after)
         if nxt is not None:
             heapq.heappush(self.heap, _Due(nxt, name))
 
@@ -140,7 +144,12 @@ class Scheduler:
         if result.cursor is not None:
             last = slot_text(result.fires[-1].slot) if result.fires else None
             tx.advance_cursor(loop.name, slot_text(result.cursor), last, at)
-        self._push(loop.name, tx.get_loop_state(loop.name), now)
+        moved = (
+            result.cursor
+            if cursor is None or (result.cursor and result.cursor > cursor)
+            else cursor
+        )
+        self._push_after(loop.name, moved, since)
         return len(result.fires)
 
     def _record_skips(self, tx: Tx, loop: str, result: Pass, at: str) -> None:

@@ -22,8 +22,11 @@ from engine.store.queries import queries
 Row = Mapping[str, Any]
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+
+
 def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return None if value is None else _ENCODER.encode(value)
 
 
 def _loads(value: str | None) -> Any:
