@@ -4,12 +4,14 @@ same envelope, so every process that fires it converges on one admission."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from engine.core.envelope import Envelope
 from engine.core.ruleset import Loop
 from engine.core.slots import cadence_seconds
 
 
+@lru_cache(maxsize=4096)  # a wave formats one slot for thousands of loops
 def slot_text(slot: datetime) -> str:
     """A slot in the tick's id and payload: ISO-8601 UTC, whole seconds, `Z`."""
     return slot.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

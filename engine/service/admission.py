@@ -42,7 +42,9 @@ def check(rt: Runtime, envelope: Envelope) -> Envelope:
     return envelope.with_defaults()
 
 
-def record(rt: Runtime, envelope: Envelope, actor: str, at: str) -> EventRecord:
+def record(
+    rt: Runtime, envelope: Envelope, actor: str, at: str, planned: bool = False
+) -> EventRecord:
     loop = loop_of(envelope, rt.rules)
     return EventRecord(
         event_id=envelope.eventId,
@@ -55,14 +57,24 @@ def record(rt: Runtime, envelope: Envelope, actor: str, at: str) -> EventRecord:
         loop=loop.name if loop else None,
         admitted_at=at,
         admitted_by=actor,
+        planned=planned,
     )
 
 
 def admit_in(rt: Runtime, tx: Tx, envelope: Envelope, actor: str, at: str) -> Admission:
     """Admit inside an open transaction (the caller has checked the envelope)."""
-    row = record(rt, envelope, actor, at)
+    row = admit_record(rt, tx, envelope, actor, at)
+    return Admission(row is not None, row is None, envelope.eventId)
+
+
+def admit_record(
+    rt: Runtime, tx: Tx, envelope: Envelope, actor: str, at: str, planned: bool = False
+) -> EventRecord | None:
+    """Admit inside an open transaction; the stored record, or None for a duplicate.
+    `planned`: the caller decides it in this same transaction (see planning.plan_one)."""
+    row = record(rt, envelope, actor, at, planned)
     if not tx.insert_event(row):
-        return Admission(False, True, envelope.eventId)
+        return None
     rt.journal(
         tx,
         "event",
@@ -73,7 +85,7 @@ def admit_in(rt: Runtime, tx: Tx, envelope: Envelope, actor: str, at: str) -> Ad
         at=at,
         data={"type": row.type, "source": row.source, "loop": row.loop},
     )
-    return Admission(True, False, envelope.eventId)
+    return row
 
 
 def admit(rt: Runtime, envelope: Envelope, actor: str) -> Admission:

@@ -55,15 +55,23 @@ def plan_pending(rt: Runtime, limit: int = BATCH) -> int:
     return len(events)
 
 
-def plan_one(rt: Runtime, tx: Tx, event: EventRecord, at: str) -> Decision | None:
-    tx.mark_planned(event.event_id)
-    if tx.get_decision(event.event_id) is not None:
-        return None  # another process planned it first
+def plan_one(
+    rt: Runtime, tx: Tx, event: EventRecord, at: str, *, paused: bool | None = None
+) -> Decision | None:
+    """Decide one event and persist the decision with its proposal or run. An event
+    stored as planned (the scheduler admits and plans a tick in one commit) is fresh:
+    nobody else can have decided it. `paused`, when the caller knows it, saves a read."""
+    if not event.planned:
+        tx.mark_planned(event.event_id)
+        if tx.get_decision(event.event_id) is not None:
+            return None  # another process planned it first
     envelope = envelope_of(event)
-    state = tx.get_loop_state(event.loop) if event.loop is not None else None
+    if paused is None:
+        state = tx.get_loop_state(event.loop) if event.loop is not None else None
+        paused = state is not None and state.paused
     snapshot = Snapshot(
         loop_in_flight=event.loop is not None and tx.loop_in_flight(event.loop),
-        loop_paused=state is not None and state.paused,
+        loop_paused=paused,
     )
     decision = plan(envelope, rt.rules, snapshot)
     tx.insert_decision(

@@ -19,8 +19,9 @@ from engine.core.records import LoopState, SkipRecord
 from engine.core.ruleset import Loop
 from engine.core.slots import Pass, Policy, SkipReason, Slots, plan_pass, skip_all, slots_of
 from engine.core.ticks import slot_text, tick
-from engine.service.admission import admit_in
+from engine.service.admission import admit_record
 from engine.service.context import Runtime
+from engine.service.planning import plan_one
 from engine.store.ports import Tx
 
 ACTOR = "schedule"
@@ -132,7 +133,10 @@ class Scheduler:
             result = plan_pass(seq, Policy.of(loop), cursor, since, now)
         at = self.rt.now()
         for f in result.fires:
-            admit_in(self.rt, tx, tick(loop, f.slot, f.skipped), ACTOR, at)
+            envelope = tick(loop, f.slot, f.skipped)
+            row = admit_record(self.rt, tx, envelope, ACTOR, at, planned=True)
+            if row is not None:  # planned in the same commit: decided before anything runs
+                plan_one(self.rt, tx, row, at, paused=False)
             if f.skipped:
                 log.info(
                     "loop %s: fired %s, skipped %d older slot(s)",

@@ -122,6 +122,7 @@ class SqlTx:
                 loop=event.loop,
                 admitted_at=event.admitted_at,
                 admitted_by=event.admitted_by,
+                planned=int(event.planned),
             )
             == 1
         )

@@ -6,7 +6,7 @@
 INSERT INTO events (event_id, type, source, subject, occurred_at, correlation_id, payload,
                     loop, admitted_at, admitted_by, planned)
 VALUES (:event_id, :type, :source, :subject, :occurred_at, :correlation_id, :payload,
-        :loop, :admitted_at, :admitted_by, 0)
+        :loop, :admitted_at, :admitted_by, :planned)
 ON CONFLICT (event_id) DO NOTHING;
 
 -- name: get_event
