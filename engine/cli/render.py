@@ -5,6 +5,7 @@ stderr and its exit code, never a traceback."""
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -33,6 +34,8 @@ def cell(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, dict | list):  # payloads, results: shown as compact JSON
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
     text = str(value)
     if len(text) == 27 and text.endswith("Z") and text[10] == "T":  # stored instants
         return text[:19] + "Z"

@@ -12,11 +12,11 @@ import json
 import logging
 import signal
 import sys
-from dataclasses import asdict
 from typing import Any
 
 from dsl.diagnostics import RulesError
 from engine.adapters import Adapters
+from engine.api import wire
 from engine.bootstrap import database_path, open_service
 from engine.cli import exits
 from engine.cli.common import add_json_option, add_rules_options, paths_from
@@ -110,7 +110,7 @@ async def _until_signalled(
 
 def _show(run: RunRecord | None, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(None if run is None else asdict(run), sort_keys=True))
+        print(json.dumps(wire.record(run), sort_keys=True))
     elif run is None:
         print("no queued run")
     else:
