@@ -190,8 +190,8 @@ def parse_all(texts: list[tuple[str, str]]) -> None:
 
 def load_registry_and_config(paths: Paths) -> None:
     collector = Collector()
-    load_event_types(paths.registry, collector)
-    load_definitions(paths.registry, collector)
+    load_event_types(paths.registry, collector, fast=True)  # as `engine check` reads it
+    load_definitions(paths.registry, collector, fast=True)
     load_contracts(paths.registry, collector)
     load_repos(paths.config, collector)
     load_overlay(paths.config, collector)
@@ -206,7 +206,7 @@ def in_process_rows(paths: Paths) -> dict[str, Timing]:
     timed(results, f"parse {len(texts)} rule files", parse_all, texts)
     timed(results, "load registry + config", load_registry_and_config, paths)
     timed(results, "digest", digest, paths)
-    tree = timed(results, "load_tree (all of the above, with reads)", load_tree, paths)
+    tree = timed(results, "load_tree (all of the above, with reads)", load_tree, paths, True)
     timed(results, "compile_rules", compile_rules, tree)
     return results
 
