@@ -20,6 +20,8 @@ MIB = 1024 * 1024
 
 EVENT_SECRET_ENV = "ENGINE_EVENT_SECRET"
 OPERATOR_TOKEN_ENV = "ENGINE_OPERATOR_TOKEN"
+GITHUB_SECRET_ENV = "ENGINE_GITHUB_WEBHOOK_SECRET"
+GITHUB_BODY_LIMIT = 25 * MIB  # GitHub caps a delivery at 25 MB; read no more than that
 
 
 class SettingsError(EngineError):
@@ -77,18 +79,27 @@ def parse_tokens(text: str, origin: str) -> OperatorTokens:
     return OperatorTokens(tuple(pairs))
 
 
+def parse_secrets(text: str) -> tuple[bytes, ...]:
+    """`new,old` -> both secrets (rotation without downtime); blank entries and the
+    spaces around an entry are ignored, so a secret holds no comma and no edge spaces."""
+    return tuple(entry.strip().encode() for entry in text.split(",") if entry.strip())
+
+
 def default_worker_id() -> str:
     return f"serve-{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass(frozen=True)
 class Settings:
-    """`event_secret` None: POST /events refuses everything. No operator tokens: the
-    operator routes refuse everything (fail closed)."""
+    """`event_secret` None: POST /events refuses everything. No `github_secrets`:
+    POST /github refuses everything. No operator tokens: the operator routes refuse
+    everything (fail closed)."""
 
     event_secret: bytes | None = None
+    github_secrets: tuple[bytes, ...] = field(default=(), repr=False)  # any one verifies
     operators: OperatorTokens = field(default_factory=OperatorTokens)
     body_limit: int = MIB  # bytes; a route may raise it (GitHub intake: 25 MB)
+    github_body_limit: int = GITHUB_BODY_LIMIT
     staleness_seconds: int = 300  # signed timestamps this far off either way are refused
     pump_seconds: float = 1.0  # the runtime loop's idle interval
     worker: bool = True  # run the embedded worker
@@ -105,5 +116,9 @@ class Settings:
         env = os.environ if env is None else env
         secret = env.get(EVENT_SECRET_ENV, "")
         tokens = parse_tokens(env.get(OPERATOR_TOKEN_ENV, ""), OPERATOR_TOKEN_ENV)
-        settings = cls(event_secret=secret.encode() if secret else None, operators=tokens)
+        settings = cls(
+            event_secret=secret.encode() if secret else None,
+            github_secrets=parse_secrets(env.get(GITHUB_SECRET_ENV, "")),
+            operators=tokens,
+        )
         return replace(settings, **overrides)

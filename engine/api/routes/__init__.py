@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.api.routes import inspect, intake, operate, schedules
+from engine.api.routes import github, inspect, intake, operate, schedules
 
-ROUTES = (intake.routes, operate.routes, inspect.routes, schedules.routes)
+ROUTES = (intake.routes, github.routes, operate.routes, inspect.routes, schedules.routes)
 
 __all__ = ["ROUTES"]
