@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from dsl.diagnostics import RulesError
-from engine.api.settings import EVENT_SECRET_ENV, OPERATOR_TOKEN_ENV, Settings
+from engine.api.settings import EVENT_SECRET_ENV, GITHUB_SECRET_ENV, OPERATOR_TOKEN_ENV, Settings
 from engine.bootstrap import database_path, open_service
 from engine.cli import exits
 from engine.cli.common import add_rules_options, paths_from
@@ -27,6 +27,11 @@ Secrets come from the environment only:
   {EVENT_SECRET_ENV}    HMAC secret of signed POST /events (unset: refuses all)
   {OPERATOR_TOKEN_ENV}  operator tokens, name:token[,name:token...] (unset: the
                          operator routes answer 401)
+  {GITHUB_SECRET_ENV}  GitHub webhook secret(s), comma-separated for
+                         rotation (unset: POST /github answers 401)
+
+A clock for tests and demos: ENGINE_NOW=<ISO-8601> starts the runtime's clock at that
+instant and lets it advance in real time.
 
 SIGTERM or SIGINT stops intake, lets in-flight writes finish, stops the loop and the
 worker, closes the store and exits 0.
@@ -72,6 +77,8 @@ def _warn_closed(settings: Settings) -> None:
         log.warning("%s is not set: POST /events refuses every request", EVENT_SECRET_ENV)
     if not settings.operators:
         log.warning("%s is not set: the operator routes answer 401", OPERATOR_TOKEN_ENV)
+    if not settings.github_secrets:
+        log.warning("%s is not set: POST /github refuses every delivery", GITHUB_SECRET_ENV)
 
 
 def run_serve(args: argparse.Namespace) -> int:

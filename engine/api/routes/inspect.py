@@ -74,6 +74,7 @@ async def status(request: web.Request) -> web.Response:
             **found,
             "version": wire.version(),
             "signedIntake": config.event_secret is not None,
+            "githubIntake": bool(config.github_secrets),
             "operatorRoutes": bool(config.operators),
             "worker": config.worker,
             "anomalies": len(doctor["anomalies"]),
