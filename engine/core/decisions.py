@@ -23,6 +23,7 @@ class NoopReason(StrEnum):
     DISABLED = "disabled"
     SHADOW = "shadow"
     NO_ROUTE = "no_route"
+    PLANNING_ERROR = "planning_error"  # planning this event failed; nothing runs
 
 
 class Actor(StrEnum):

@@ -70,7 +70,7 @@ def plan(event: Envelope, rules: RuleSet, snapshot: Snapshot) -> Decision:
         )
 
     if loop is not None:
-        if event.source in ("schedule", "bridge") and not loop.enabled:
+        if not loop.enabled:  # off means off: no slot, bridge post or run-now plans work
             return decide(DecisionKind.NOOP, f"loop '{loop.name}' is disabled", NoopReason.DISABLED)
         if snapshot.loop_paused:
             return decide(DecisionKind.NOOP, f"loop '{loop.name}' is paused", NoopReason.PAUSED)
@@ -82,10 +82,7 @@ def plan(event: Envelope, rules: RuleSet, snapshot: Snapshot) -> Decision:
             )
         if loop.policy.shadow:
             return decide(DecisionKind.SHADOW, "shadow mode: recorded what would run")
-    # A loop's earned auto approval covers its enabled schedule; a run-now of a loop
-    # that is switched off is an operator's act and waits for an operator.
-    earned = loop is not None and loop.enabled
-    approval = (loop.approval if earned else Approval.WATCHED) if loop else route.approval
+    approval = loop.approval if loop is not None else route.approval
     if human_only or approval is Approval.WATCHED:
         note = "human-approval-only" if human_only else "watched: waiting for an operator"
         return decide(DecisionKind.PROPOSE, note)

@@ -4,7 +4,9 @@ a decision is unique per event and a run unique per idempotency key."""
 
 from __future__ import annotations
 
-from engine.core.decisions import Decision, DecisionKind
+import logging
+
+from engine.core.decisions import Decision, DecisionKind, NoopReason
 from engine.core.envelope import Envelope, parse_iso
 from engine.core.planner import Snapshot, plan
 from engine.core.records import (
@@ -17,6 +19,8 @@ from engine.core.ruleset import CatchUp
 from engine.core.states import ProposalState
 from engine.service.context import Runtime, stable_id
 from engine.store.ports import Tx
+
+log = logging.getLogger("engine.planning")
 
 BATCH = 500
 # Sources whose loop events are a slot's firing; a manual run-now is its own event.
@@ -51,8 +55,55 @@ def plan_pending(rt: Runtime, limit: int = BATCH) -> int:
         events = tx.unplanned_events(limit)
         at = rt.now()  # one instant for the batch: it commits at once
         for event in events:
-            plan_one(rt, tx, event, at)
+            plan_safely(rt, tx, event, at)
     return len(events)
+
+
+def plan_safely(rt: Runtime, tx: Tx, event: EventRecord, at: str, **known: bool) -> None:
+    """`plan_one` in a savepoint: an event whose planning fails is decided NOOP
+    `planning_error` (visible, journaled, nothing runs) instead of rolling back, and
+    blocking, every other event of the batch."""
+    try:
+        with tx.savepoint():
+            plan_one(rt, tx, event, at, **known)
+    except Exception as err:
+        log.exception("planning event %s failed; recorded as planning_error", event.event_id)
+        _planning_failed(rt, tx, event, at, err)
+
+
+def _planning_failed(rt: Runtime, tx: Tx, event: EventRecord, at: str, err: Exception) -> None:
+    if not event.planned:
+        tx.mark_planned(event.event_id)
+    note = f"planning failed: {err}"
+    tx.insert_decision(
+        DecisionRecord(
+            event.event_id,
+            DecisionKind.NOOP.value,
+            NoopReason.PLANNING_ERROR.value,
+            None,
+            event.loop,
+            None,
+            False,
+            False,
+            None,
+            note,
+            rt.rules.digest,
+            at,
+        )
+    )
+    tx.set_occurrence(event.event_id, event.loop, "failed", at)
+    rt.journal(
+        tx,
+        "occurrence",
+        event.event_id,
+        "decided:noop",
+        "system",
+        from_state="created",
+        to_state="failed",
+        note=note,
+        at=at,
+        data={"reason": NoopReason.PLANNING_ERROR.value},
+    )
 
 
 def plan_one(

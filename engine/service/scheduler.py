@@ -21,7 +21,7 @@ from engine.core.slots import Pass, Policy, SkipReason, Slots, plan_pass, skip_a
 from engine.core.ticks import slot_text, tick
 from engine.service.admission import admit_record
 from engine.service.context import Runtime
-from engine.service.planning import plan_one
+from engine.service.planning import plan_safely
 from engine.store.ports import Tx
 
 ACTOR = "schedule"
@@ -136,7 +136,7 @@ class Scheduler:
             envelope = tick(loop, f.slot, f.skipped)
             row = admit_record(self.rt, tx, envelope, ACTOR, at, planned=True)
             if row is not None:  # planned in the same commit: decided before anything runs
-                plan_one(self.rt, tx, row, at, paused=False)
+                plan_safely(self.rt, tx, row, at, paused=False)
             if f.skipped:
                 log.info(
                     "loop %s: fired %s, skipped %d older slot(s)",

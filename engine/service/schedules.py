@@ -253,8 +253,11 @@ def _refuse_paused(tx: Tx, name: str, what: str) -> None:
 
 def trigger(rt: Runtime, name: str, actor: str) -> Admission:
     """Run now: a `manual:<loop>:<token>` event, never a scheduled slot's identity, so
-    it neither takes nor blocks a slot. Conflict when the loop is paused."""
+    it neither takes nor blocks a slot. Conflict when the loop is paused or disabled
+    (a disabled loop is off; inject its event type to try the work once)."""
     loop = loop_named(rt, name)
+    if not loop.enabled:
+        raise Conflict(f"loop '{name}' is disabled: enable it to run it", reason="disabled")
     with rt.store.read() as tx:
         _refuse_paused(tx, name, "triggering it")
     return admit(rt, manual_tick(loop, rt.clock(), uuid.uuid4().hex), actor)

@@ -26,6 +26,9 @@ class Tx(Protocol):
     answers whether it wrote; every state change is a compare-and-set on the state the
     caller saw and answers whether it moved."""
 
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A nested step whose writes roll back alone when it raises."""
+
     def insert_event(self, event: EventRecord) -> bool:
         """Admit; False (and nothing written) when the event id exists."""
 

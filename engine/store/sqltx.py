@@ -4,7 +4,8 @@ connection, the transaction boundaries and the parameter style."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from engine.core.records import (
@@ -91,6 +92,18 @@ class SqlTx:
         self._sql = {name: adapt(sql) for name, sql in queries().items()}
 
     # ---- plumbing --------------------------------------------------------------
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested step: its writes roll back alone when it raises."""
+        self._cur.execute("SAVEPOINT step")
+        try:
+            yield
+        except BaseException:
+            self._cur.execute("ROLLBACK TO step")
+            self._cur.execute("RELEASE step")
+            raise
+        self._cur.execute("RELEASE step")
+
     def _exec(self, name: str, **params: Any) -> int:
         self._cur.execute(self._sql[name], params)
         return int(self._cur.rowcount)

@@ -136,11 +136,11 @@ def test_unrouted_type_is_a_noop(rules: RuleSet) -> None:
     assert plan(event, replace(rules, routes=routes), Snapshot()).reason is NoopReason.NO_ROUTE
 
 
-def test_manual_trigger_of_a_disabled_auto_loop_waits_for_an_operator(rules: RuleSet) -> None:
-    """Earned auto approval covers an enabled schedule only: a run-now of a switched-off
-    auto loop is proposed, not run as `schedule`."""
+def test_a_disabled_loop_plans_nothing_even_run_now(rules: RuleSet) -> None:
+    """Off means off: a run-now of a switched-off auto loop is NOOP disabled, never a run
+    approved by `schedule` (and never a step its machine does not have)."""
     auto_off = with_loop(rules, "reaper", enabled=False, approval=Approval.AUTO)
     decision = plan(tick("reaper", source="manual"), auto_off, Snapshot())
-    assert decision.kind is DecisionKind.PROPOSE
+    assert (decision.kind, decision.reason) == (DecisionKind.NOOP, NoopReason.DISABLED)
     auto_on = with_loop(rules, "reaper", enabled=True, approval=Approval.AUTO)
     assert plan(tick("reaper", source="manual"), auto_on, Snapshot()).approved_by == "schedule"
