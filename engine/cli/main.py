@@ -20,6 +20,7 @@ COMMANDS = {
     "worker": "engine.cli.worker",
     "reap": "engine.cli.reap",
     "inject": "engine.cli.inject",
+    "github": "engine.cli.github",
     "proposals": "engine.cli.operate",
     "approve": "engine.cli.operate",
     "reject": "engine.cli.operate",
@@ -28,6 +29,7 @@ COMMANDS = {
     "journal": "engine.cli.inspect",
     "schedule": "engine.cli.schedule",
     "doctor": "engine.cli.doctor",
+    "demo": "engine.cli.demo",
 }
 
 DESCRIPTION = """\
