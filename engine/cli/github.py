@@ -7,21 +7,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import sys
-import urllib.error
-import urllib.request
-from pathlib import Path
 from typing import Any
 
-from engine.cli import exits
+from engine.cli import client, exits
+from engine.cli.client import DEFAULT_URL, read_input
 from engine.cli.common import add_json_option, print_json
 from engine.cli.render import guarded
-from engine.errors import BadRequest, Unavailable
-
-DEFAULT_URL = "http://127.0.0.1:7520"
-TIMEOUT_SECONDS = 30.0
 
 DESCRIPTION = """\
 GitHub intake from this host. See docs/github.md.
@@ -77,42 +70,14 @@ def default_delivery(body: bytes) -> str:
     return "replay-" + hashlib.sha256(body).hexdigest()[:12]
 
 
-def read_body(name: str) -> bytes:
-    try:
-        return sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-    except OSError as err:
-        raise BadRequest(f"cannot read {name}: {err.strerror}") from None
-
-
 def post(url: str, body: bytes, kind: str, delivery: str) -> tuple[int, Any]:
-    """(status, JSON answer); Unavailable when nothing answers at `url`."""
-    headers = {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": kind,
-        "X-GitHub-Delivery": delivery,
-    }
-    target = url.rstrip("/") + "/github/replay"
-    request = urllib.request.Request(target, data=body, headers=headers, method="POST")
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=TIMEOUT_SECONDS) as response:
-            return response.status, _json(response.read())
-    except urllib.error.HTTPError as err:
-        with err:
-            return err.code, _json(err.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        raise Unavailable(f"runtime unreachable at {url}") from None
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return {"error": "bad_answer", "message": raw[:200].decode("utf-8", "replace")}
+    """(status, JSON answer) of POST /github/replay; Unavailable when nothing answers."""
+    headers = {"X-GitHub-Event": kind, "X-GitHub-Delivery": delivery}
+    return client.post(url, "/github/replay", body, headers)
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    body = read_body(args.file)
+    body = read_input(args.file)
     delivery = args.delivery or default_delivery(body)
     status, answer = post(args.url, body, args.event, delivery)
     if args.json:

@@ -7,19 +7,16 @@ import argparse
 import json
 import os
 import sys
-import urllib.error
-import urllib.request
-from pathlib import Path
 from typing import Any
 
-from engine.cli import exits
+from engine.cli import client, exits
+from engine.cli.client import DEFAULT_URL, read_input
 from engine.cli.common import add_json_option, print_json
 from engine.cli.operate import actor_of
 from engine.cli.render import guarded
-from engine.errors import BadRequest, Unavailable
+from engine.errors import BadRequest
 
-DEFAULT_URL = "http://127.0.0.1:7520"
-TIMEOUT_SECONDS = 30.0
+OPERATOR_HEADER = "X-Engine-Operator"
 
 DESCRIPTION = """\
 Admit factory.event/v1 envelopes into a running `engine serve` through POST /inject,
@@ -54,10 +51,7 @@ def register(sub: Any) -> None:
 
 def read_source(name: str) -> bytes:
     """The body to send, checked to be JSON (sent unchanged)."""
-    try:
-        body = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-    except OSError as err:
-        raise BadRequest(f"cannot read {name}: {err.strerror}") from None
+    body = read_input(name)
     try:
         json.loads(body)
     except ValueError as err:
@@ -66,28 +60,8 @@ def read_source(name: str) -> bytes:
 
 
 def post(url: str, body: bytes, operator: str | None) -> tuple[int, Any]:
-    """(status, JSON answer); Unavailable when nothing answers at `url`."""
-    headers = {"Content-Type": "application/json"}
-    if operator:
-        headers["X-Engine-Operator"] = operator
-    request = urllib.request.Request(
-        url.rstrip("/") + "/inject", data=body, headers=headers, method="POST"
-    )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=TIMEOUT_SECONDS) as response:
-            return response.status, _json(response.read())
-    except urllib.error.HTTPError as err:
-        return err.code, _json(err.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        raise Unavailable(f"runtime unreachable at {url}") from None
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return {"error": "bad_answer", "message": raw[:200].decode("utf-8", "replace")}
+    """(status, JSON answer) of POST /inject; Unavailable when nothing answers."""
+    return client.post(url, "/inject", body, {OPERATOR_HEADER: operator} if operator else {})
 
 
 def run_inject(args: argparse.Namespace) -> int:
