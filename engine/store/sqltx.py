@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from functools import lru_cache
+from typing import Any, TypeVar
 
 from engine.core.records import (
     DecisionRecord,
@@ -21,6 +22,7 @@ from engine.core.records import (
 from engine.store.queries import queries
 
 Row = Mapping[str, Any]
+R = TypeVar("R")
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
@@ -50,37 +52,40 @@ def _event(row: Row) -> EventRecord:
     )
 
 
-def _decision(row: Row) -> DecisionRecord:
+def _record(cls: type[R], row: Row, bools: tuple[str, ...] = (), json: tuple[str, ...] = ()) -> R:
+    """A record from a row: integer flags back to bools, JSON text back to values."""
     data = dict(row)
-    data["human_only"] = bool(data["human_only"])
-    data["mutating"] = bool(data["mutating"])
-    return DecisionRecord(**data)
+    for name in bools:
+        data[name] = bool(data[name])
+    for name in json:
+        data[name] = _loads(data[name])
+    return cls(**data)
+
+
+def _decision(row: Row) -> DecisionRecord:
+    return _record(DecisionRecord, row, bools=("human_only", "mutating"))
 
 
 def _proposal(row: Row) -> ProposalRecord:
-    data = dict(row)
-    data["human_only"] = bool(data["human_only"])
-    data["mutating"] = bool(data["mutating"])
-    return ProposalRecord(**data)
+    return _record(ProposalRecord, row, bools=("human_only", "mutating"))
 
 
 def _run(row: Row) -> RunRecord:
-    data = dict(row)
-    data["result"] = _loads(data["result"])
-    return RunRecord(**data)
+    return _record(RunRecord, row, json=("result",))
 
 
 def _loop_state(row: Row) -> LoopState:
-    data = dict(row)
-    data["enabled"] = bool(data["enabled"])
-    data["paused"] = bool(data["paused"])
-    return LoopState(**data)
+    return _record(LoopState, row, bools=("enabled", "paused"))
 
 
 def _journal(row: Row) -> JournalEntry:
-    data = dict(row)
-    data["data"] = _loads(data["data"])
-    return JournalEntry(**data)
+    return _record(JournalEntry, row, json=("data",))
+
+
+@lru_cache(maxsize=8)
+def _adapted(adapt: Callable[[str], str]) -> dict[str, str]:
+    """The named queries in a backend's parameter style, built once per style."""
+    return {name: adapt(sql) for name, sql in queries().items()}
 
 
 class SqlTx:
@@ -88,8 +93,7 @@ class SqlTx:
 
     def __init__(self, cursor: Any, adapt: Callable[[str], str] = lambda sql: sql) -> None:
         self._cur = cursor
-        self._adapt = adapt
-        self._sql = {name: adapt(sql) for name, sql in queries().items()}
+        self._sql = _adapted(adapt)
 
     # ---- plumbing --------------------------------------------------------------
     @contextmanager
