@@ -51,6 +51,9 @@ CODES: dict[str, str] = {
     "E0802": "invalid overlay entry",
     "E0803": "incomplete new overlay loop",
     "E0804": "inconsistent overlay loop fields",
+    # host clocks (config/schedule.yaml `host_clocks:`, seed 1 §15)
+    "E0805": "invalid host clock entry",
+    "E0806": "host clock disagrees with its bridge loop",
     # files
     "E0900": "rules or registry directory not found",
     "E0901": "invalid YAML",

@@ -24,8 +24,8 @@ from ruamel.yaml.error import MarkedYAMLError
 from dsl.diagnostics import Collector, RulesError, Span, did_you_mean
 from dsl.model import RuleFile
 from dsl.parser import parse
-from engine.core.compiler import compile_rules
-from engine.core.config import REPO_NAME_PATTERN, OverlayEntry, RepoEntry
+from engine.core.compiler import compile_rules, compile_with_clocks
+from engine.core.config import REPO_NAME_PATTERN, HostClock, HostTimer, OverlayEntry, RepoEntry
 from engine.core.inputs import Located, Tree
 from engine.core.registry import Definition, EventType
 from engine.core.ruleset import RuleSet
@@ -219,26 +219,41 @@ def _section(
 ) -> tuple[str, Any] | None:
     """Read `path` and return its top-level `key` section, checked to be a `kind`
     (dict or list)."""
+    found = _sections(path, {key: kind}, collector, fast)
+    return None if found is None else (found[0], found[1][key])
+
+
+def _sections(
+    path: Path, kinds: dict[str, type], collector: Collector, fast: bool = False
+) -> tuple[str, dict[str, Any]] | None:
+    """Read `path` once and return each of its top-level sections (`kinds` maps each
+    permitted key to dict or list); an absent key is an empty section."""
     if not path.is_file():
         return None
     data = read_yaml(path, collector, fast)
     name = display(path)
     if data is None:
         return None
-    if not isinstance(data, dict) or set(data) - {key}:
-        extra = sorted(set(data) - {key}) if isinstance(data, dict) else []
-        what = f"unknown top-level key '{extra[0]}'" if extra else f"expected a '{key}:' mapping"
+    holds = " and ".join(f"'{k}:'" for k in kinds)
+    if not isinstance(data, dict) or set(data) - set(kinds):
+        extra = sorted(set(data) - set(kinds)) if isinstance(data, dict) else []
+        first = next(iter(kinds))
+        what = f"unknown top-level key '{extra[0]}'" if extra else f"expected a '{first}:' mapping"
         at = node_span(name, data, extra[0]) if extra else node_span(name, data)
-        collector.error("E0902", f"{what}; this file holds only '{key}:'", at)
+        collector.error("E0902", f"{what}; this file holds only {holds}", at)
         return None
-    section = data.get(key)
-    if section is None:
-        return name, kind()
-    if not isinstance(section, kind):
-        shape = "a mapping" if kind is dict else "a list"
-        collector.error("E0902", f"'{key}' must be {shape}", node_span(name, data, key))
-        return None
-    return name, section
+    out: dict[str, Any] = {}
+    for key, kind in kinds.items():
+        section = data.get(key)
+        if section is None:
+            out[key] = kind()
+        elif isinstance(section, kind):
+            out[key] = section
+        else:
+            shape = "a mapping" if kind is dict else "a list"
+            collector.error("E0902", f"'{key}' must be {shape}", node_span(name, data, key))
+            return None
+    return name, out
 
 
 # ---- the registry --------------------------------------------------------------------
@@ -362,18 +377,36 @@ def _repo_name_ok(name: str) -> bool:
 
 
 def load_overlay(config: Path, collector: Collector) -> list[Located[tuple[str, OverlayEntry]]]:
-    found = _section(config / "schedule.yaml", "schedules", dict, collector)
+    """The `schedules:` entries of config/schedule.yaml."""
+    return load_schedule(config, collector)[0]
+
+
+def load_schedule(
+    config: Path, collector: Collector
+) -> tuple[list[Located[tuple[str, OverlayEntry]]], list[Located[HostClock]]]:
+    """config/schedule.yaml, read once: its `schedules:` overlay entries and its
+    `host_clocks:` (seed 1 §15), each validated with its place."""
+    found = _sections(config / "schedule.yaml", {"schedules": dict, "host_clocks": dict}, collector)
     if found is None:
-        return []
-    file, section = found
-    out: list[Located[tuple[str, OverlayEntry]]] = []
+        return [], []
+    file, sections = found
+    overlay: list[Located[tuple[str, OverlayEntry]]] = []
+    section = sections["schedules"]
     for name, body in section.items():
         span = node_span(file, section, name)
         data = body if body is not None else {}
         entry = validate(OverlayEntry, data, file, body, collector, "E0802", at=span)
         if entry is not None:
-            out.append(Located((str(name), entry), span, _key_spans(file, body)))
-    return out
+            overlay.append(Located((str(name), entry), span, _key_spans(file, body)))
+    clocks: list[Located[HostClock]] = []
+    section = sections["host_clocks"]
+    for name, body in section.items():
+        span = node_span(file, section, name)
+        data = {**body, "name": str(name)} if isinstance(body, dict) else body
+        clock = validate(HostClock, data, file, body, collector, "E0805", at=span)
+        if clock is not None:
+            clocks.append(Located(clock, span, _key_spans(file, body)))
+    return overlay, clocks
 
 
 # ---- rules ---------------------------------------------------------------------------
@@ -405,15 +438,22 @@ def load_tree(paths: Paths, fast: bool = False) -> Tree:
         if paths.registry.is_dir() and not file.is_file():
             collector.error("E0900", f"registry file {name} not found", Span(display(file), 1, 1))
     collector.raise_if_any()
+    rule_files = load_rule_files(paths.rules, collector)
+    event_types = load_event_types(paths.registry, collector, fast)
+    definitions = load_definitions(paths.registry, collector, fast)
+    contracts = load_contracts(paths.registry, collector)
+    repos = load_repos(paths.config, collector)
+    overlay, host_clocks = load_schedule(paths.config, collector)
     return Tree(
-        rule_files=load_rule_files(paths.rules, collector),
-        event_types=load_event_types(paths.registry, collector, fast),
-        definitions=load_definitions(paths.registry, collector, fast),
-        contracts=load_contracts(paths.registry, collector),
-        repos=load_repos(paths.config, collector),
-        overlay=load_overlay(paths.config, collector),
+        rule_files=rule_files,
+        event_types=event_types,
+        definitions=definitions,
+        contracts=contracts,
+        repos=repos,
+        overlay=overlay,
         digest=digest(paths),
         collector=collector,
+        host_clocks=host_clocks,
     )
 
 
@@ -426,3 +466,12 @@ def load_rules(paths: Paths) -> RuleSet:
         return compile_rules(load_tree(paths, fast=True))
     except RulesError:
         return compile_rules(load_tree(paths, fast=False))
+
+
+def load_host_clocks(paths: Paths) -> tuple[RuleSet, tuple[HostTimer, ...]]:
+    """The compiled rules and the validated host clocks of config/schedule.yaml (for
+    `engine render`). Raises RulesError, like `load_rules`."""
+    try:
+        return compile_with_clocks(load_tree(paths, fast=True))
+    except RulesError:
+        return compile_with_clocks(load_tree(paths, fast=False))

@@ -20,6 +20,8 @@ COMMANDS = {
     "worker": "engine.cli.worker",
     "reap": "engine.cli.reap",
     "inject": "engine.cli.inject",
+    "emit": "engine.cli.emit",
+    "render": "engine.cli.render_timers",
     "github": "engine.cli.github",
     "proposals": "engine.cli.operate",
     "approve": "engine.cli.operate",

@@ -4,9 +4,10 @@ committed. Shapes only; the compiler applies the overlay."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 REPO_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 GITHUB_SLUG_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
@@ -51,3 +52,46 @@ class OverlayEntry(BaseModel):
     def given(self) -> set[str]:
         """The fields the operator wrote."""
         return set(self.model_fields_set)
+
+
+HOST_CLOCK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+
+
+class HostClock(BaseModel):
+    """One `host_clocks:` entry of `config/schedule.yaml` (seed 1 §15): a host timer
+    that `engine render` turns into a launchd plist or systemd timer calling `engine
+    emit`. Gates are argv lists, never shell text. The name is the mapping key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=HOST_CLOCK_NAME_PATTERN)
+    cadence: str
+    emit: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = False
+    gate_command: list[str] | None = Field(default=None, min_length=1)
+    dry_command: list[str] | None = Field(default=None, min_length=1)
+    description: str | None = None
+
+    @field_validator("gate_command", "dry_command", mode="before")
+    @classmethod
+    def _argv(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, list):
+            raise ValueError('must be an argv list of strings (no shell), e.g. ["queue", "--gate"]')
+        return value
+
+
+@dataclass(frozen=True)
+class HostTimer:
+    """A validated host clock. `loop` names the kernel bridge loop (a `host-clock`
+    loop of the same name and event type) whose ticks it posts, else None."""
+
+    name: str
+    event_type: str
+    cadence: str
+    every_seconds: int
+    payload: dict[str, Any]
+    enabled: bool
+    gate_command: tuple[str, ...] | None
+    dry_command: tuple[str, ...] | None
+    loop: str | None

@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from dsl.diagnostics import Collector, Span
 from dsl.model import RuleFile
-from engine.core.config import OverlayEntry, RepoEntry
+from engine.core.config import HostClock, OverlayEntry, RepoEntry
 from engine.core.registry import Definition, EventType
 
 T = TypeVar("T")
@@ -36,3 +36,4 @@ class Tree:
     overlay: list[Located[tuple[str, OverlayEntry]]]
     digest: str
     collector: Collector
+    host_clocks: list[Located[HostClock]] = field(default_factory=list)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason
 from engine.core.envelope import Envelope
-from engine.core.ruleset import Approval, Loop, RuleSet
+from engine.core.ruleset import Approval, Loop, RuleSet, TriggerKind
 
 # Sources whose events can be a loop's tick (payload.loop names the loop).
 LOOP_SOURCES = frozenset({"schedule", "bridge", "manual"})
@@ -22,12 +22,18 @@ class Snapshot:
 
 
 def loop_of(event: Envelope, rules: RuleSet) -> Loop | None:
-    """The loop this event is a tick of, if any."""
+    """The loop this event is a tick of, if any: a host timer (`bridge`) ticks only
+    host-clock loops, the scheduler only the others, a run-now (`manual`) any."""
     name = event.payload.get("loop")
     if event.source not in LOOP_SOURCES or not isinstance(name, str):
         return None
     loop = rules.loops.get(name)
-    return loop if loop is not None and loop.event_type == event.type else None
+    if loop is None or loop.event_type != event.type:
+        return None
+    host = loop.trigger.kind is TriggerKind.HOST
+    if (event.source == "bridge" and not host) or (event.source == "schedule" and host):
+        return None
+    return loop
 
 
 def plan(event: Envelope, rules: RuleSet, snapshot: Snapshot) -> Decision:

@@ -144,3 +144,14 @@ def test_a_disabled_loop_plans_nothing_even_run_now(rules: RuleSet) -> None:
     assert (decision.kind, decision.reason) == (DecisionKind.NOOP, NoopReason.DISABLED)
     auto_on = with_loop(rules, "reaper", enabled=True, approval=Approval.AUTO)
     assert plan(tick("reaper", source="manual"), auto_on, Snapshot()).approved_by == "schedule"
+
+
+def test_a_host_timer_ticks_only_host_clock_loops(rules: RuleSet) -> None:
+    """A bridge event naming a native loop is not that loop's tick (it can never take a
+    native slot), while one naming a host-clock loop is."""
+    native = tick("reaper", source="bridge")
+    assert loop_of(native, rules) is None
+    bridge = tick("factory-reaper", source="bridge")
+    found = loop_of(bridge, rules)
+    assert found is not None and found.name == "factory-reaper"
+    assert loop_of(tick("factory-reaper"), rules) is None  # the scheduler never fires it

@@ -1,0 +1,165 @@
+"""`engine emit TYPE`: the host-clock bridge's one act (seed 1 §15). Runs the gate (an
+argv, never a shell), then admits one typed event into a running serve over the
+signed `POST /events`. A host timer (launchd, systemd) calls it; it does no work."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from engine.api import signing
+from engine.bridge import bridge_event_id, bridge_slot, tick_payload
+from engine.cli import client, exits
+from engine.cli.client import DEFAULT_URL
+from engine.cli.common import add_json_option, print_json
+from engine.cli.render import guarded
+from engine.core.durations import DurationError, parse_duration
+from engine.core.envelope import iso
+from engine.errors import BadRequest
+
+SOURCE = "bridge"
+SECRET_ENV = "ENGINE_EVENT_SECRET"
+
+DESCRIPTION = """\
+Admit one typed event into a running `engine serve` through the signed POST /events
+(HMAC with $ENGINE_EVENT_SECRET), as source `bridge`. A host timer rendered by
+`engine render` calls this; the runtime never installs or edits timers.
+
+--gate CMD runs first (split like a shell would, but run without one): a non-zero exit
+means "not now", an observed no-op that exits 0 and admits nothing. --dry CMD runs
+next, for the log; when it fails nothing is admitted and the exit is 1.
+
+With --loop NAME --every DURATION the event is that bridge loop's tick: payload
+{loop, slot, cadenceSeconds, skippedSlots} over --payload, event id
+bridge:<loop>:<slot> (the slot is the epoch floor of the cadence), so a second post
+in one slot is a duplicate. Otherwise the event id is --event-id or a fresh one.
+
+exit codes: 0 admitted, a duplicate, or the gate said no; 1 refused (the reason is
+printed), the runtime is unreachable, or the gate or dry command could not run or
+the dry command failed; 2 usage (bad JSON, no secret)"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "emit",
+        help="admit one event into a running serve after a gate (the host-clock bridge)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("type", metavar="TYPE", help="the registered event type")
+    p.add_argument("--payload", default="{}", metavar="JSON", help="a JSON object")
+    p.add_argument("--event-id", metavar="ID", help="the event id (default: a fresh one)")
+    p.add_argument("--gate", metavar="CMD", help="run first; a non-zero exit admits nothing")
+    p.add_argument("--dry", metavar="CMD", help="run after the gate, for the log")
+    p.add_argument("--loop", metavar="NAME", help="post the tick of this bridge loop")
+    p.add_argument("--every", metavar="DURATION", help="the bridge loop's cadence (with --loop)")
+    p.add_argument(
+        "--url",
+        default=os.environ.get("ENGINE_URL", DEFAULT_URL),
+        help="the runtime (default: $ENGINE_URL, else %(default)s)",
+    )
+    add_json_option(p)
+    p.set_defaults(handler=guarded(run_emit))
+
+
+def _log(message: str) -> None:
+    """One line for the timer's log (launchd's or the journal)."""
+    print(f"engine emit: {message}", file=sys.stderr, flush=True)
+
+
+def run_command(text: str, what: str) -> int | None:
+    """Run CMD (shlex-split, no shell) with its output in the log; its exit status, or
+    None (logged) when it could not be started."""
+    argv = shlex.split(text)
+    if not argv:
+        raise BadRequest(f"--{what} is empty")
+    try:
+        return subprocess.run(argv, check=False).returncode
+    except OSError as err:
+        _log(f"{what} {argv[0]!r} could not run: {err.strerror}")
+        return None
+
+
+def build_envelope(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
+    """The envelope to post (validated by the runtime on admission)."""
+    try:
+        payload = json.loads(args.payload)
+    except ValueError as err:
+        raise BadRequest(f"--payload is not JSON: {err}") from None
+    if not isinstance(payload, dict):
+        raise BadRequest("--payload must be a JSON object")
+    subject = ""
+    if args.loop is not None:
+        if args.every is None:
+            raise BadRequest("--loop needs --every DURATION (the loop's host-clock cadence)")
+        try:
+            every = parse_duration(args.every)
+        except DurationError as err:
+            raise BadRequest(f"--every: {err}") from None
+        slot = bridge_slot(now, every)
+        payload = tick_payload(payload, args.loop, slot, every)
+        event_id = args.event_id or bridge_event_id(args.loop, slot)
+        subject = args.loop
+    else:
+        event_id = args.event_id or f"emit:{uuid.uuid4().hex}"
+    return {
+        "schemaVersion": "factory.event/v1",
+        "eventId": event_id,
+        "type": args.type,
+        "source": SOURCE,
+        "subject": subject,
+        "occurredAt": iso(now),
+        "payload": payload,
+    }
+
+
+def run_emit(args: argparse.Namespace) -> int:
+    secret = os.environ.get(SECRET_ENV)
+    if not secret:
+        raise BadRequest(f"{SECRET_ENV} is not set: POST /events needs the shared secret")
+    now = datetime.now(UTC)
+    envelope = build_envelope(args, now)  # usage errors before any gate runs
+    if args.gate:
+        status = run_command(args.gate, "gate")
+        if status is None:
+            return exits.INVALID
+        if status != 0:
+            _log(f"gate said no (exit {status}): nothing admitted for {args.type}")
+            if args.json:
+                print_json({"admitted": False, "gate": status})
+            return exits.OK
+    if args.dry:
+        status = run_command(args.dry, "dry")
+        if status != 0:
+            _log(f"dry command failed (exit {status}): nothing admitted for {args.type}")
+            return exits.INVALID
+    body = json.dumps(envelope, sort_keys=True).encode()
+    timestamp = str(int(time.time()))
+    headers = {
+        signing.TIMESTAMP_HEADER: timestamp,
+        signing.SIGNATURE_HEADER: signing.sign(secret.encode(), timestamp, body),
+    }
+    code, answer = client.post(args.url, "/events", body, headers)
+    if code >= 400:
+        found = answer if isinstance(answer, dict) else {}
+        reason = found.get("message", found.get("error"))
+        if args.json:
+            print_json({"status": code, **found})
+        print(f"error: refused ({code}): {reason}", file=sys.stderr)
+        for line in found.get("errors", []):
+            print(f"  {line}", file=sys.stderr)
+        return exits.INVALID
+    if args.json:
+        print_json(answer)
+        return exits.OK
+    state = "duplicate (nothing written)" if answer.get("duplicate") else "admitted"
+    print(f"{answer.get('eventId', envelope['eventId'])}: {state}")
+    return exits.OK

@@ -1,0 +1,80 @@
+"""`engine emit` (the host-clock bridge, seed 1 §15) against a real `engine serve` over
+the shipped tree: admitted, duplicate, refused, unreachable, and the gate's yes and no."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+from conftest import EVENT_SECRET, ROOT, Serve, free_port
+
+
+def emit(
+    serve: Serve | str, *args: str, secret: str | None = EVENT_SECRET
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m engine emit ARGS --url` the serve's (or the given) URL."""
+    url = serve if isinstance(serve, str) else serve.url
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
+    if secret is not None:
+        env["ENGINE_EVENT_SECRET"] = secret
+    return subprocess.run(
+        [sys.executable, "-m", "engine", "emit", *args, "--url", url],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def event(serve: Serve, event_id: str) -> tuple[int, Any]:
+    return serve.request("GET", f"/events/{event_id}", token=serve.token("alice"))
+
+
+def fresh() -> str:
+    return f"test:{uuid.uuid4().hex}"
+
+
+def test_bridge_loop_tick_is_admitted_then_a_duplicate(shipped_serve: Serve) -> None:
+    """A bridge loop's post is admitted as bridge:<loop>:<slot>; a repeat is a duplicate."""
+    argv = ("factory.triage.requested", "--payload", '{"repo":"factory"}')
+    bound = (*argv, "--loop", "factory-triage", "--every", "24h")
+    first = emit(shipped_serve, *bound)
+    assert first.returncode == 0, first.stderr
+    event_id = first.stdout.split(": ")[0]
+    assert event_id.startswith("bridge:factory-triage:") and "admitted" in first.stdout
+    status, found = event(shipped_serve, event_id)
+    assert status == 200, found
+    assert "bridge:factory-triage:" in str(found) and "'source': 'bridge'" in str(found)
+    second = emit(shipped_serve, *bound)
+    assert second.returncode == 0 and "duplicate" in second.stdout
+
+
+def test_refused_event_exits_non_zero_with_the_reason(shipped_serve: Serve) -> None:
+    """An event the runtime refuses (unregistered type, bad secret) exits 1 naming why."""
+    unknown = emit(shipped_serve, "factory.nope.requested", "--event-id", fresh())
+    assert unknown.returncode == 1 and "refused" in unknown.stderr
+    unsigned = emit(shipped_serve, "clock.tick.reaper", "--event-id", fresh(), secret="wrong")
+    assert unsigned.returncode == 1 and "signature" in unsigned.stderr
+
+
+def test_unreachable_runtime_exits_non_zero() -> None:
+    """Nothing listening at --url: exit 1 and the runtime is named unreachable."""
+    done = emit(f"http://127.0.0.1:{free_port()}", "clock.tick.reaper", "--event-id", fresh())
+    assert done.returncode == 1 and "unreachable" in done.stderr
+
+
+def test_gate_no_is_an_observed_no_op_and_gate_yes_admits(shipped_serve: Serve) -> None:
+    """A gate that exits non-zero admits nothing (exit 0, a log line); one that exits 0 admits."""
+    event_id = fresh()
+    payload = ("--payload", '{"repo":"factory"}', "--event-id", event_id)
+    no = emit(shipped_serve, "factory.work.requested", *payload, "--gate", "false")
+    assert no.returncode == 0 and "gate said no" in no.stderr and no.stdout == ""
+    assert event(shipped_serve, event_id)[0] == 404
+    yes = emit(shipped_serve, "factory.work.requested", *payload, "--gate", "true --ignored-arg")
+    assert yes.returncode == 0 and f"{event_id}: admitted" in yes.stdout, yes.stderr
+    assert event(shipped_serve, event_id)[0] == 200

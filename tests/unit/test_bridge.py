@@ -1,0 +1,178 @@
+"""The host-clock bridge (seed 1 §15): host clocks loaded from config/schedule.yaml, the
+emit argv, slot identity, and the launchd/systemd renderer against golden files."""
+
+from __future__ import annotations
+
+import plistlib
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from engine.bridge import bridge_event_id, bridge_slot, emit_argv, render_files
+from engine.cli.main import main
+from engine.core.ticks import tick_id
+from engine.loading import Paths, load_host_clocks
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "bridge"
+ENGINE = "/usr/local/bin/engine"
+
+
+def paths(config: Path) -> Paths:
+    return Paths(ROOT / "loops", ROOT / "registry", config)
+
+
+def example_config(tmp_path: Path, extra: str = "") -> Path:
+    """A config directory holding the shipped examples (plus `extra` YAML text)."""
+    config = tmp_path / "config"
+    config.mkdir(parents=True)
+    shutil.copy(ROOT / "config" / "repos.example.yaml", config / "repos.yaml")
+    text = (ROOT / "config" / "schedule.example.yaml").read_text()
+    (config / "schedule.yaml").write_text(text + extra)
+    return config
+
+
+def test_example_ships_the_factory_floor(tmp_path: Path) -> None:
+    """The example's host clocks are seed 1 §15's floor: triage 24h on, the rest off."""
+    _, clocks = load_host_clocks(paths(example_config(tmp_path)))
+    floor = {c.name: (c.cadence, c.enabled, c.event_type, c.loop) for c in clocks}
+    assert floor == {
+        "factory-triage": ("24h", True, "factory.triage.requested", "factory-triage"),
+        "factory-dispatch": ("5m", False, "factory.work.requested", "factory-dispatch"),
+        "factory-merge": ("10m", False, "factory.merge.requested", "factory-merge"),
+        "factory-reaper": ("60m", False, "clock.tick.reaper", "factory-reaper"),
+    }
+    triage = next(c for c in clocks if c.name == "factory-triage")
+    assert triage.gate_command == ("queue", "--repo", "factory", "--gate", "triage")
+    assert triage.payload == {"repo": "factory"}  # the bridge loop's static payload
+
+
+def test_emit_argv_is_gated_and_bound_to_its_loop(tmp_path: Path) -> None:
+    """A bridge loop's clock calls `engine emit` with its payload, gate, loop and cadence."""
+    _, clocks = load_host_clocks(paths(example_config(tmp_path)))
+    triage = next(c for c in clocks if c.name == "factory-triage")
+    assert emit_argv(triage, "engine") == [
+        "engine",
+        "emit",
+        "factory.triage.requested",
+        "--payload",
+        '{"repo":"factory"}',
+        "--gate",
+        "queue --repo factory --gate triage",
+        "--loop",
+        "factory-triage",
+        "--every",
+        "24h",
+    ]
+
+
+def test_bridge_slot_is_the_cadence_floor_and_never_a_native_identity() -> None:
+    """The slot is the epoch floor of the cadence; its id is bridge:<loop>:<slot>, not clock:."""
+    slot = bridge_slot(datetime(2026, 3, 4, 10, 17, 42, tzinfo=UTC), 600)
+    assert slot == datetime(2026, 3, 4, 10, 10, tzinfo=UTC)
+    assert bridge_event_id("reaper", slot) == "bridge:reaper:2026-03-04T10:10:00Z"
+    assert bridge_event_id("reaper", slot) != tick_id("reaper", slot)
+
+
+def test_bridge_loop_and_native_loop_are_independent(tmp_path: Path) -> None:
+    """A host clock named like a native loop neither edits it nor posts its ticks: the loop
+    stays on while the clock is off, and the clock's posts carry no loop binding."""
+    extra = (
+        "  reaper:\n    cadence: 60m\n    emit: factory.unblock.requested\n"
+        "    payload: {repo: factory}\n    enabled: false\n"
+    )
+    rules, clocks = load_host_clocks(paths(example_config(tmp_path, extra)))
+    clock = next(c for c in clocks if c.name == "reaper")
+    assert rules.loops["reaper"].enabled and clock.enabled is False
+    assert clock.loop is None and "--loop" not in emit_argv(clock, "engine")
+    assert "engine.bridge.reaper.plist" not in render_files("launchd", clocks, ENGINE)
+    # and the other way round: the factory-reaper clock on leaves its bridge loop off
+    on = example_config(tmp_path / "on")
+    text = (on / "schedule.yaml").read_text()
+    old = "    emit: clock.tick.reaper\n    enabled: false\n"
+    (on / "schedule.yaml").write_text(text.replace(old, old.replace("false", "true")))
+    rules, clocks = load_host_clocks(paths(on))
+    assert next(c for c in clocks if c.name == "factory-reaper").enabled
+    assert not rules.loops["factory-reaper"].enabled
+
+
+def test_loop_switched_off_keeps_its_host_clock(tmp_path: Path) -> None:
+    """Disabling a bridge loop in `schedules:` leaves its host clock (and timer) as written."""
+    config = example_config(tmp_path)
+    text = (config / "schedule.yaml").read_text()
+    text = text.replace(
+        "# the bridge floor of seed 1 §15: triage on, the rest off\n    enabled: true",
+        "\n    enabled: false",
+    )
+    (config / "schedule.yaml").write_text(text)
+    rules, clocks = load_host_clocks(paths(config))
+    assert not rules.loops["factory-triage"].enabled
+    assert [c.name for c in clocks if c.enabled] == ["factory-triage"]
+
+
+@pytest.mark.parametrize("kind", ["launchd", "systemd"])
+def test_render_matches_golden_files(kind: str, tmp_path: Path) -> None:
+    """`engine render KIND` writes exactly the golden files under tests/data/bridge/KIND."""
+    out = tmp_path / kind
+    out.mkdir()
+    stale = "engine.bridge.gone.plist" if kind == "launchd" else "engine-bridge-gone.timer"
+    (out / stale).write_text("a clock since disabled")
+    (out / "unrelated.txt").write_text("kept")
+    args = ["render", kind, "--rules", str(ROOT / "loops"), "--registry", str(ROOT / "registry")]
+    args += ["--config", str(DATA / "config"), "--out", str(out), "--engine", ENGINE]
+    assert main(args) == 0
+    golden = DATA / kind
+    written = sorted(p.name for p in out.iterdir() if p.name != "unrelated.txt")
+    assert written == sorted(p.name for p in golden.iterdir())
+    for name in written:
+        assert (out / name).read_bytes() == (golden / name).read_bytes(), name
+    assert (out / "unrelated.txt").read_text() == "kept"
+
+
+def test_render_is_deterministic(tmp_path: Path) -> None:
+    """Rendering twice gives byte-identical files in a stable order."""
+    _, clocks = load_host_clocks(paths(DATA / "config"))
+    for kind in ("launchd", "systemd"):
+        first, second = render_files(kind, clocks, ENGINE), render_files(kind, clocks, ENGINE)
+        assert first == second and list(first) == sorted(first)
+
+
+def test_launchd_plists_parse() -> None:
+    """Each golden plist parses with plistlib into a job that calls `engine emit` on an interval."""
+    for path in sorted((DATA / "launchd").glob("*.plist")):
+        job = plistlib.loads(path.read_bytes())
+        assert job["Label"] == path.stem
+        assert job["ProgramArguments"][:2] == [ENGINE, "emit"]
+        assert job["StartInterval"] > 0 and job["RunAtLoad"] is False
+
+
+def test_systemd_units_verify(tmp_path: Path) -> None:
+    """Each golden .service/.timer pair passes `systemd-analyze verify` where available,
+    else a structural check: sections, a oneshot ExecStart of `engine emit`, a timer naming it."""
+    for service in sorted((DATA / "systemd").glob("*.service")):
+        timer = service.with_suffix(".timer")
+        text, timer_text = service.read_text(), timer.read_text()
+        assert "[Service]\nType=oneshot\nExecStart=" + ENGINE + " emit " in text
+        assert (
+            f"Unit={service.name}\n" in timer_text
+            and "[Install]\nWantedBy=timers.target\n" in timer_text
+        )
+        if shutil.which("systemd-analyze") is None:
+            continue
+        # verify needs the ExecStart binary to exist: point it at /bin/true
+        (tmp_path / service.name).write_text(
+            text.replace(ENGINE, shutil.which("true") or "/bin/true")
+        )
+        shutil.copy(timer, tmp_path / timer.name)
+        done = subprocess.run(
+            ["systemd-analyze", "verify", service.name, timer.name],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
