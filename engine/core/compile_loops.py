@@ -1,0 +1,259 @@
+"""Loops: `for` expansion, settings, names, static payloads, and the checks on the
+effective loop (after the overlay)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsl import expr as ex
+from dsl.diagnostics import Span
+from dsl.model import Emit, ForEach, LoopDecl
+from engine.core.compile_base import COLLECTIONS, LOOP_NAME, SAMPLE_REPO, SAMPLE_SLOT, CompilerBase
+from engine.core.loopsettings import read_settings
+from engine.core.registry import EventType
+from engine.core.ruleset import (
+    TICK_FIELDS,
+    Approval,
+    Loop,
+    Source,
+    TriggerKind,
+    default_cap,
+)
+
+
+class LoopCompiler(CompilerBase):
+    # ---- loops -------------------------------------------------------------------
+    def _loops(self, decls: list[Any]) -> dict[str, Loop]:
+        loops: dict[str, Loop] = {}
+        for decl in decls:
+            if isinstance(decl, LoopDecl):
+                self._add_loop(loops, self._loop(decl, {}))
+            elif isinstance(decl, ForEach):
+                scopes = self._expand(decl)
+                for scope in scopes or ():
+                    for loop_decl in decl.loops:
+                        self._add_loop(loops, self._loop(loop_decl, scope))
+                if scopes == []:
+                    self._check_unexpanded(decl)
+        return loops
+
+    def _check_unexpanded(self, decl: ForEach) -> None:
+        """A `for` block that selects no repo (none configured, as in CI) is checked
+        against a sample repo, so its mistakes fail closed without a config."""
+        scope = {decl.var: SAMPLE_REPO.as_scope()}
+        dropped = set(self.dropped)  # sample loops are not kernel loops an overlay could name
+        for loop_decl in decl.loops:
+            loop = self._loop(loop_decl, scope)
+            if loop is not None:
+                self._check_loop(loop, {})
+        self.dropped = dropped
+
+    def _add_loop(self, loops: dict[str, Loop], loop: Loop | None) -> None:
+        if loop is None:
+            return
+        if loop.name in loops:
+            first = loops[loop.name].origin
+            self.c.error(
+                "E0401", f"loop '{loop.name}' is declared twice (first at {first})", loop.origin
+            )
+            return
+        loops[loop.name] = loop
+
+    def _expand(self, decl: ForEach) -> list[dict[str, Any]] | None:
+        """One scope per selected repo; None when the block itself is wrong."""
+        if decl.collection not in COLLECTIONS:
+            self.c.error(
+                "E0606",
+                f"unknown collection '{decl.collection}'",
+                decl.collection_span,
+                "a for block iterates over: " + ", ".join(COLLECTIONS),
+            )
+            return None
+        if decl.where is not None and not self._roots_ok(decl.where, [decl.var]):
+            return None
+        scopes: list[dict[str, Any]] = []
+        repos = [self.repos[name] for name in sorted(self.repos)] or [SAMPLE_REPO]
+        for repo in repos:
+            scope = {decl.var: repo.as_scope()}
+            if decl.where is not None:
+                try:
+                    if not ex.truthy(ex.evaluate(decl.where, scope)):
+                        continue
+                except ex.EvalError as err:
+                    self.c.error(
+                        "E0607", f"'where' failed for repo '{repo.name}': {err.message}", err.span
+                    )
+                    return None
+            if repo is not SAMPLE_REPO:
+                scopes.append(scope)
+        return scopes
+
+    def _loop(self, decl: LoopDecl, scope: dict[str, Any]) -> Loop | None:
+        name = self._loop_name(decl, scope)
+        draft = read_settings(decl.settings, self.c)
+        if len(decl.emits) != 1:
+            at = decl.emits[1].span if decl.emits else decl.name_span
+            self.c.error(
+                "E0104",
+                "a loop emits exactly one event type",
+                at,
+                "write: emit TYPE { key: value }",
+            )
+            self.dropped.add(name or decl.name)
+            return None
+        emit = decl.emits[0]
+        if emit.subject or emit.event_id or emit.guard:
+            self.c.error(
+                "E0105",
+                "a loop's emit takes a type and a static payload only",
+                emit.span,
+                "tick ids and subjects come from the slot",
+            )
+        if draft.trigger is None and not draft.trigger_written:  # else reported already
+            self.c.error(
+                "E0103",
+                f"loop '{name or decl.name}' has no trigger",
+                decl.name_span,
+                'add one of: every 60m | cron "0 9 * * *" in UTC | at 2026-12-01T09:00:00Z'
+                " | manual | host-clock 24h",
+            )
+        payload = self._static_payload(emit, scope, "in a loop payload")
+        if draft.trigger is None or name is None or payload is None:
+            # The loop is dropped; what it emits is still checked, so one run reports all.
+            self._routed_type(emit.event_type, emit.type_span)
+            self.dropped.add(name or decl.name)
+            return None
+        if draft.approval_span is not None:
+            self.approval_spans[name] = draft.approval_span
+        payload_span = emit.payload.span if emit.payload is not None else emit.type_span
+        self.emit_spans[name] = (emit.type_span, payload_span)
+        return Loop(
+            name=name,
+            trigger=draft.trigger,
+            event_type=emit.event_type,
+            payload=payload,
+            catch_up=draft.catch_up,
+            catch_up_cap=default_cap(draft.catch_up, draft.catch_up_cap),
+            max_lateness_seconds=draft.max_lateness_seconds,
+            singleton=draft.singleton,
+            approval=draft.approval,
+            enabled=draft.enabled,
+            policy=draft.policy,
+            description=draft.description,
+            source=Source.KERNEL,
+            origin=decl.name_span,
+        )
+
+    def _loop_name(self, decl: LoopDecl, scope: dict[str, Any]) -> str | None:
+        try:
+            template = ex.parse_template(decl.name, decl.name_span)
+        except ex.TemplateError as err:
+            at = Span(decl.name_span.file, decl.name_span.line, decl.name_span.column + err.offset)
+            self.c.error("E0602", str(err), at)
+            return None
+        if not self._roots_ok(template, scope, "in a loop name"):
+            return None
+        try:
+            name = str(ex.evaluate(template, scope))
+        except ex.EvalError as err:
+            self.c.error("E0607", err.message, err.span)
+            return None
+        if not LOOP_NAME.match(name):
+            self.c.error(
+                "E0207",
+                f"loop name '{name}' must be lower-case letters, digits, '.', '-' or '_'",
+                decl.name_span,
+            )
+            return None
+        return name
+
+    def _static_payload(
+        self, emit: Emit, scope: dict[str, Any], what: str
+    ) -> dict[str, Any] | None:
+        if emit.payload is None:
+            return {}
+        if not self._roots_ok(emit.payload, scope, what):
+            return None
+        try:
+            value = ex.evaluate(emit.payload, scope)
+        except ex.EvalError as err:
+            self.c.error("E0607", err.message, err.span)
+            return None
+        assert isinstance(value, dict)
+        return value
+
+    def _check_loop(
+        self, loop: Loop, overlay_keys: dict[str, Span], declared: Loop | None = None
+    ) -> None:
+        """Checks on the effective loop; errors point at the overlay key that set a
+        value where the overlay did, otherwise at the rule."""
+        if loop.source is Source.OVERLAY and not LOOP_NAME.match(loop.name):
+            self.c.error(
+                "E0207",
+                f"loop name '{loop.name}' must be lower-case letters, digits, '.', '-' or '_'",
+                loop.origin,
+            )
+        type_span, payload_span = self.emit_spans.get(loop.name, (loop.origin, loop.origin))
+        reserved = sorted(TICK_FIELDS & set(loop.payload))
+        if reserved:
+            self.c.error(
+                "E0208",
+                f"loop '{loop.name}' sets tick field(s) {', '.join(reserved)} in its payload",
+                overlay_keys.get("payload", payload_span),
+                "loop, slot, cadenceSeconds and skippedSlots are filled by the engine",
+            )
+        at_type = overlay_keys.get("emit", type_span)
+        self._routed_type(loop.event_type, at_type)
+        approval_at = overlay_keys.get("approval", self.approval_spans.get(loop.name, loop.origin))
+        # Disabling is always allowed: an overlay may switch off a kernel loop that
+        # earned auto approval; only declaring auto on a loop that is not on fails.
+        switched_off = declared is not None and declared.enabled and not loop.enabled
+        if loop.approval is Approval.AUTO and not loop.enabled and not switched_off:
+            approval_at = overlay_keys.get("enabled", approval_at)
+            self.c.error(
+                "E0301",
+                f"'approval auto' on loop '{loop.name}', which is not enabled",
+                approval_at,
+                "auto approval is earned by an enabled, observed loop; "
+                "enable it in the same reviewed change",
+            )
+        if loop.approval is Approval.AUTO and loop.event_type in self.event_types:
+            route = self.routes.get(loop.event_type)
+            if loop.event_type in self.human_types or (
+                route and route.definition in self.human_defs
+            ):
+                self.c.error(
+                    "E0302",
+                    f"'approval auto' on loop '{loop.name}', whose event type "
+                    f"'{loop.event_type}' is human-approval-only",
+                    approval_at,
+                    "no rule, chain or overlay can make a human-only approval automatic",
+                )
+        et = self.event_types.get(loop.event_type)
+        if et is not None and et.payload_schema is not None:
+            at_payload = overlay_keys.get("payload", overlay_keys.get("emit", payload_span))
+            self._check_tick_payload(loop, et, at_payload)
+
+    def _check_tick_payload(self, loop: Loop, et: EventType, at: Span) -> None:
+        cadence = (
+            loop.trigger.every_seconds
+            if loop.trigger.kind in (TriggerKind.INTERVAL, TriggerKind.HOST)
+            else 0
+        )
+        sample = {
+            "loop": loop.name,
+            "slot": SAMPLE_SLOT,
+            "cadenceSeconds": cadence or 0,
+            "skippedSlots": 0,
+            **loop.payload,
+        }
+        assert et.payload_schema is not None
+        error = next(iter(self._validator(et).iter_errors(sample)), None)
+        if error is not None:
+            self.c.error(
+                "E0206",
+                f"loop '{loop.name}' ticks would not fit '{et.name}': {error.message}",
+                at,
+                "the tick payload is {loop, slot, cadenceSeconds, skippedSlots} "
+                f"plus {sorted(loop.payload)}",
+            )
