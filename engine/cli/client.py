@@ -3,7 +3,9 @@ github replay`): standard-library HTTP, no proxy, a JSON answer or a typed error
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -15,6 +17,15 @@ from engine.errors import BadRequest, Unavailable
 
 DEFAULT_URL = "http://127.0.0.1:7520"
 TIMEOUT_SECONDS = 30.0
+
+
+def add_url_option(parser: argparse.ArgumentParser) -> None:
+    """`--url`: the running serve, default $ENGINE_URL, else the loopback default."""
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("ENGINE_URL", DEFAULT_URL),
+        help="the runtime (default: $ENGINE_URL, else %(default)s)",
+    )
 
 
 def read_input(name: str) -> bytes:

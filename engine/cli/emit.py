@@ -18,7 +18,7 @@ from typing import Any
 from engine.api import signing
 from engine.bridge import bridge_event_id, bridge_slot, tick_payload
 from engine.cli import client, exits
-from engine.cli.client import DEFAULT_URL
+from engine.cli.client import add_url_option
 from engine.cli.common import add_json_option, print_json
 from engine.cli.render import guarded
 from engine.core.durations import DurationError, parse_duration
@@ -61,11 +61,7 @@ def register(sub: Any) -> None:
     p.add_argument("--dry", metavar="CMD", help="run after the gate, for the log")
     p.add_argument("--loop", metavar="NAME", help="post the tick of this bridge loop")
     p.add_argument("--every", metavar="DURATION", help="the bridge loop's cadence (with --loop)")
-    p.add_argument(
-        "--url",
-        default=os.environ.get("ENGINE_URL", DEFAULT_URL),
-        help="the runtime (default: $ENGINE_URL, else %(default)s)",
-    )
+    add_url_option(p)
     add_json_option(p)
     p.set_defaults(handler=guarded(run_emit))
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import sys
 from typing import Any
 
 from engine.cli import client, exits
-from engine.cli.client import DEFAULT_URL, read_input
+from engine.cli.client import add_url_option, read_input
 from engine.cli.common import add_json_option, print_json
 from engine.cli.render import guarded
 
@@ -56,11 +55,7 @@ def register(sub: Any) -> None:
     r.add_argument("file", metavar="FILE", help="the delivery body as GitHub sent it; - for stdin")
     r.add_argument("--event", required=True, metavar="KIND", help="the X-GitHub-Event kind")
     r.add_argument("--delivery", metavar="ID", help="the X-GitHub-Delivery id")
-    r.add_argument(
-        "--url",
-        default=os.environ.get("ENGINE_URL", DEFAULT_URL),
-        help="the runtime (default: $ENGINE_URL, else %(default)s)",
-    )
+    add_url_option(r)
     add_json_option(r)
     r.set_defaults(handler=guarded(run_replay))
 

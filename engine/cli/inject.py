@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
 from engine.cli import client, exits
-from engine.cli.client import DEFAULT_URL, read_input
+from engine.cli.client import add_url_option, read_input
 from engine.cli.common import add_json_option, print_json
 from engine.cli.operate import actor_of
 from engine.cli.render import guarded
@@ -39,11 +38,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", metavar="FILE", help="a JSON envelope or list of them; - for stdin")
-    p.add_argument(
-        "--url",
-        default=os.environ.get("ENGINE_URL", DEFAULT_URL),
-        help="the runtime (default: $ENGINE_URL, else %(default)s)",
-    )
+    add_url_option(p)
     p.add_argument("--as", dest="operator", metavar="NAME", help="record operator:<NAME>")
     add_json_option(p)
     p.set_defaults(handler=guarded(run_inject))
