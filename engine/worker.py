@@ -21,6 +21,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from engine.adapters import Adapter, Adapters, CommandAdapter, Job
+from engine.bootstrap import URL_ENV, is_database_url
 from engine.core.records import RunRecord
 from engine.errors import Conflict
 from engine.loading import Paths, path_environment
@@ -38,12 +39,17 @@ def adapters_for(
     db: str, paths: Paths | None = None, overrides: Mapping[str, Adapter] | None = None
 ) -> Adapters:
     """The adapters of a worker on database `db` with the rules at `paths`: commands
-    that declare ENGINE_DB and ENGINE_RULES/REGISTRY/CONFIG (the reaper's `engine
-    reap`) reach the same database and rules, whatever their working directory.
+    that declare ENGINE_DB or ENGINE_DATABASE_URL and ENGINE_RULES/REGISTRY/CONFIG (the
+    reaper's `engine reap`) reach the same database and rules, whatever their working
+    directory.
     `overrides` (e.g. the demo's fake agent) apply on top."""
     environ = dict(os.environ)
-    if db != ":memory:":
+    if is_database_url(db):
+        environ[URL_ENV] = db
+        environ.pop("ENGINE_DB", None)
+    elif db != ":memory:":
         environ["ENGINE_DB"] = str(Path(db).resolve())
+        environ.pop(URL_ENV, None)  # it would take precedence over ENGINE_DB
     if paths is not None:
         environ.update(path_environment(paths))
     return Adapters(overrides={"command": CommandAdapter(environ=environ), **(overrides or {})})

@@ -10,6 +10,16 @@ from typing import Any
 
 from engine.loading import Paths, default_paths
 
+DB_METAVAR = "PATH|URL"
+DB_HELP = (
+    "the SQLite file, or a postgresql:// URL without a password (default: "
+    "$ENGINE_DATABASE_URL, else $ENGINE_DB, else var/engine.db)"
+)
+
+
+def add_db_option(parser: argparse.ArgumentParser, **extra: Any) -> None:
+    parser.add_argument("--db", metavar=DB_METAVAR, help=DB_HELP, **extra)
+
 
 def add_rules_options(parser: argparse.ArgumentParser) -> None:
     defaults = default_paths()

@@ -7,12 +7,11 @@ import argparse
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from engine.api import wire
-from engine.bootstrap import database_path, open_service
-from engine.cli.common import add_json_option, add_rules_options, paths_from
+from engine.bootstrap import database_exists, database_path, open_service
+from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
 from engine.cli.render import Column, fields, guarded, output, table
 from engine.core.states import RunState
 from engine.errors import NotFound
@@ -34,9 +33,7 @@ def positive(text: str) -> int:
 
 
 def add_db_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--db", metavar="PATH", help="the SQLite file (default: $ENGINE_DB, else var/engine.db)"
-    )
+    add_db_option(parser)
     add_rules_options(parser)
     add_json_option(parser)
 
@@ -56,7 +53,7 @@ def parser_for(sub: Any, name: str, summary: str, description: str) -> argparse.
 def opened(args: argparse.Namespace) -> Iterator[Service]:
     """The service over an existing database (never creates one)."""
     db = database_path(args.db)
-    if db != ":memory:" and not Path(db).is_file():
+    if not database_exists(db):
         raise NotFound(f"no database at {db} (pass --db, or set ENGINE_DB)")
     service = open_service(db, paths_from(args))
     try:

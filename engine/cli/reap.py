@@ -15,7 +15,7 @@ from typing import Any
 from dsl.diagnostics import RulesError
 from engine.bootstrap import database_path, open_service
 from engine.cli import exits
-from engine.cli.common import add_json_option, add_rules_options, paths_from
+from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
 from engine.core.durations import DurationError, parse_duration
 from engine.errors import EngineError
 
@@ -38,9 +38,7 @@ def register(sub: Any) -> None:
         metavar="DURATION",
         help="expire open proposals older than this, e.g. 24h or 7d (default: 24h)",
     )
-    p.add_argument(
-        "--db", metavar="PATH", help="SQLite file (default: $ENGINE_DB or var/engine.db)"
-    )
+    add_db_option(p)
     add_rules_options(p)
     add_json_option(p)
     p.set_defaults(handler=handler)

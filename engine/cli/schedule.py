@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.bootstrap import database_path, open_service
-from engine.cli.common import paths_from
+from engine.bootstrap import database_exists, database_path, open_service
+from engine.cli.common import add_db_option, paths_from
 from engine.cli.inspect import opened
 from engine.cli.operate import actor_of
 from engine.cli.render import Column, fields, guarded, output, table
@@ -83,12 +83,7 @@ def _options(p: argparse.ArgumentParser, top: bool) -> None:
     def default(value: Any) -> Any:
         return value if top else argparse.SUPPRESS
 
-    p.add_argument(
-        "--db",
-        metavar="PATH",
-        default=default(None),
-        help="the SQLite file (default: $ENGINE_DB, else var/engine.db)",
-    )
+    add_db_option(p, default=default(None))
     for name, value, holds in (
         ("--rules", paths.rules, "rule files, loops/*.rules"),
         ("--registry", paths.registry, "event types, definitions, contracts"),
@@ -167,7 +162,7 @@ def register(sub: Any) -> None:
 def _service(args: argparse.Namespace) -> Service:
     """The service over the database, or (no database yet) over the rules alone."""
     db = database_path(args.db)
-    found = db == ":memory:" or Path(db).is_file()
+    found = database_exists(db)
     if not found:
         print(f"note: no database at {db}: showing the rules only", file=sys.stderr)
     return open_service(db if found else ":memory:", paths_from(args))

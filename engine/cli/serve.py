@@ -12,7 +12,7 @@ from dsl.diagnostics import RulesError
 from engine.api.settings import EVENT_SECRET_ENV, GITHUB_SECRET_ENV, OPERATOR_TOKEN_ENV, Settings
 from engine.bootstrap import database_path, open_service
 from engine.cli import exits
-from engine.cli.common import add_rules_options, paths_from
+from engine.cli.common import add_db_option, add_rules_options, paths_from
 from engine.cli.render import fail
 from engine.errors import EngineError
 
@@ -48,9 +48,7 @@ def register(sub: Any) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--db", metavar="PATH", help="the SQLite file (default: $ENGINE_DB, else var/engine.db)"
-    )
+    add_db_option(p)
     p.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s)")
     p.add_argument("--port", type=port, default=7520, help="listen port (default: %(default)s)")
     p.add_argument("--no-worker", action="store_true", help="do not run the embedded worker")

@@ -19,7 +19,7 @@ from engine.adapters import Adapters
 from engine.api import wire
 from engine.bootstrap import database_path, open_service
 from engine.cli import exits
-from engine.cli.common import add_json_option, add_rules_options, paths_from
+from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
 from engine.core.records import RunRecord
 from engine.service import Service
 from engine.worker import adapters_for, default_worker_id, run_worker, work_once
@@ -33,9 +33,7 @@ def register(sub: Any) -> None:
         "(heartbeating every third of the lease) and record the result. Exit 0 on a clean "
         "stop, 1 invalid rules, 2 usage.",
     )
-    p.add_argument(
-        "--db", metavar="PATH", help="SQLite file (default: $ENGINE_DB or var/engine.db)"
-    )
+    add_db_option(p)
     p.add_argument("--id", metavar="NAME", help="worker id in leases and the journal")
     p.add_argument(
         "--lease", type=_positive, default=60.0, metavar="SECONDS", help="lease length (60)"

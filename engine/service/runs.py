@@ -44,7 +44,7 @@ def lease_until(rt: Runtime, seconds: float) -> str:
 
 def claim(rt: Runtime, worker: str, lease_seconds: float) -> RunRecord | None:
     """Claim the oldest queued run; None when there is none."""
-    with rt.store.write() as tx:
+    with rt.store.write(exclusive=False) as tx:
         run = tx.claim_next_run(worker, lease_until(rt, lease_seconds))
         if run is not None:
             rt.journal(
@@ -61,7 +61,7 @@ def claim(rt: Runtime, worker: str, lease_seconds: float) -> RunRecord | None:
 
 
 def start(rt: Runtime, run: RunRecord, worker: str) -> bool:
-    with rt.store.write() as tx:
+    with rt.store.write(exclusive=False) as tx:
         state = rt.lifecycle.run(run.state, "start")
         if not tx.start_run(run.run_id, worker, rt.now()):
             return False
@@ -79,7 +79,7 @@ def start(rt: Runtime, run: RunRecord, worker: str) -> bool:
 
 def heartbeat(rt: Runtime, run_id: str, worker: str, lease_seconds: float) -> bool:
     """Extend the lease; False when the worker no longer holds it."""
-    with rt.store.write() as tx:
+    with rt.store.write(exclusive=False) as tx:
         return tx.heartbeat(run_id, worker, lease_until(rt, lease_seconds))
 
 

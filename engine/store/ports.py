@@ -1,7 +1,7 @@
 """The storage interface. The service composes these operations inside one
 transaction (`Store.write()`), so a decision, its proposal or run, and their journal
-entries commit together or not at all. Implementations: `sqlite` (embedded default);
-PostgreSQL follows the same contract."""
+entries commit together or not at all. Implementations: `sqlite` (the embedded
+default) and `postgres` (several processes and hosts on one database)."""
 
 from __future__ import annotations
 
@@ -153,8 +153,11 @@ class Tx(Protocol):
 
 
 class Store(Protocol):
-    def write(self) -> AbstractContextManager[Tx]:
-        """A write transaction; writers are serialised."""
+    def write(self, exclusive: bool = True) -> AbstractContextManager[Tx]:
+        """A write transaction. Exclusive writers are serialised across every process of
+        the database, so what one reads stays true until it commits. A non-exclusive
+        write (a worker's claim, start, heartbeat) may run beside them: it may only touch
+        one run's lease and append to the journal."""
 
     def read(self) -> AbstractContextManager[Tx]:
         """A read-only snapshot."""

@@ -1,4 +1,5 @@
-"""Named SQL queries read from `sql/queries.sql` (`-- name: X` sections)."""
+"""Named SQL queries read from `sql/queries.sql` (`-- name: X` sections), with a
+dialect's own versions (`sql/<dialect>/queries.sql`) taking the place of shared ones."""
 
 from __future__ import annotations
 
@@ -20,9 +21,14 @@ def parse_queries(text: str) -> dict[str, str]:
 
 
 @cache
-def queries() -> dict[str, str]:
-    text = resources.files("engine.store").joinpath("sql/queries.sql").read_text("utf-8")
-    return parse_queries(text)
+def queries(dialect: str = "sqlite") -> dict[str, str]:
+    """The shared queries, overridden and extended by the dialect's own."""
+    root = resources.files("engine.store").joinpath("sql")
+    found = parse_queries(root.joinpath("queries.sql").read_text("utf-8"))
+    own = root.joinpath(dialect, "queries.sql")
+    if own.is_file():
+        found.update(parse_queries(own.read_text("utf-8")))
+    return found
 
 
 def migrations(dialect: str) -> list[tuple[int, str]]:

@@ -63,7 +63,9 @@ class SqliteStore:
                 raise
 
     @contextmanager
-    def write(self) -> Iterator[SqlTx]:
+    def write(self, exclusive: bool = True) -> Iterator[SqlTx]:
+        """A write transaction. SQLite serialises every writer, so `exclusive` (which
+        lets PostgreSQL run a worker's lease steps beside planning) changes nothing."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:

@@ -82,18 +82,26 @@ def _journal(row: Row) -> JournalEntry:
     return _record(JournalEntry, row, json=("data",))
 
 
+def _same(sql: str) -> str:
+    return sql
+
+
 @lru_cache(maxsize=8)
-def _adapted(adapt: Callable[[str], str]) -> dict[str, str]:
-    """The named queries in a backend's parameter style, built once per style."""
-    return {name: adapt(sql) for name, sql in queries().items()}
+def _adapted(dialect: str, adapt: Callable[[str], str]) -> dict[str, str]:
+    """A dialect's named queries in its parameter style, built once per dialect."""
+    return {name: adapt(sql) for name, sql in queries(dialect).items()}
 
 
 class SqlTx:
-    """Implements `engine.store.ports.Tx` with the shared named queries."""
+    """Implements `engine.store.ports.Tx` with the shared named queries. `dialect`
+    selects a backend's own versions of some queries; `adapt` rewrites the `:name`
+    parameters into the driver's style."""
 
-    def __init__(self, cursor: Any, adapt: Callable[[str], str] = lambda sql: sql) -> None:
+    def __init__(
+        self, cursor: Any, dialect: str = "sqlite", adapt: Callable[[str], str] = _same
+    ) -> None:
         self._cur = cursor
-        self._sql = _adapted(adapt)
+        self._sql = _adapted(dialect, adapt)
 
     # ---- plumbing --------------------------------------------------------------
     @contextmanager
@@ -263,6 +271,9 @@ class SqlTx:
         return [_run(r) for r in self._all("list_runs", limit=limit, state=state)]
 
     def claim_next_run(self, owner: str, lease_until: str) -> RunRecord | None:
+        if "claim_next_run" in self._sql:  # the backend claims in one statement
+            row = self._one("claim_next_run", owner=owner, lease_until=lease_until)
+            return None if row is None else _run(row)
         while True:
             row = self._one("next_queued_run")
             if row is None:
@@ -319,7 +330,7 @@ class SqlTx:
 
     # ---- journal and outbox ------------------------------------------------------
     def append_journal(self, e: JournalEntry) -> int:
-        self._exec(
+        row = self._one(
             "append_journal",
             at=e.at,
             entity=e.entity,
@@ -332,7 +343,8 @@ class SqlTx:
             note=e.note,
             data=_dumps(e.data),
         )
-        return int(self._cur.lastrowid or 0)
+        assert row is not None
+        return int(row["seq"])
 
     def list_journal(
         self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None

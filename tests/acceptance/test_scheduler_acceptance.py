@@ -1,7 +1,7 @@
 """The scheduler's exit criteria (seed 1 §10, SPEC §4.1-4.6) against real `engine serve`
-processes: each start's clock is placed with ENGINE_NOW, state lives in a real SQLite
-file, and the answers come from the HTTP API (events, proposals, runs, journal) or the
-database's own tables. The tree is tests/data/scheduling_acceptance; every test writes
+processes: each start's clock is placed with ENGINE_NOW, state lives in a real database
+(every test runs twice: on a SQLite file and on a PostgreSQL database), and the answers
+come from the HTTP API (events, proposals, runs, journal) or the database's own tables. The tree is tests/data/scheduling_acceptance; every test writes
 a config/schedule.yaml that switches on only the loops it watches.
 
 `pulse` (every 1s) is the heartbeat where one is needed: a pulse tick at or after a
@@ -14,7 +14,6 @@ import hashlib
 import hmac
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from databases import rows
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TREE = ROOT / "tests" / "data" / "scheduling_acceptance"  # conftest's SCHEDULING_TREE
@@ -107,16 +107,10 @@ def journal(serve: Any) -> list[dict[str, Any]]:
         after = page["next"]
 
 
-def skips(db: Path, loop: str) -> list[tuple[str, str, int, str]]:
+def skips(db: str, loop: str) -> list[tuple[Any, ...]]:
     """The loop's skip records (first slot, last slot, count, reason), oldest first."""
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute(
-            "SELECT first_slot, last_slot, count, reason FROM slot_skips WHERE loop = ? "
-            "ORDER BY first_slot",
-            (loop,),
-        ).fetchall()
-    conn.close()
-    return [tuple(r) for r in rows]
+    query = "SELECT first_slot, last_slot, count, reason FROM slot_skips WHERE loop = ? "
+    return rows(db, query + "ORDER BY first_slot", loop)
 
 
 def wait_until(ready: Callable[[], Any], what: str, within: float = 15) -> Any:
@@ -128,12 +122,12 @@ def wait_until(ready: Callable[[], Any], what: str, within: float = 15) -> Any:
     return found
 
 
-def engine(db: Path, config: Path, now: str, *args: str) -> subprocess.CompletedProcess[str]:
+def engine(db: str, config: Path, now: str, *args: str) -> subprocess.CompletedProcess[str]:
     """The `engine` command on a database and the tree (with `config`), its clock at `now`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
     tree = ["--rules", str(TREE / "loops"), "--registry", str(TREE / "registry")]
     return subprocess.run(
-        [sys.executable, "-m", "engine", *args, "--db", str(db), *tree, "--config", str(config)],
+        [sys.executable, "-m", "engine", *args, "--db", db, *tree, "--config", str(config)],
         env={**env, "ENGINE_NOW": now},
         capture_output=True,
         text=True,
@@ -196,7 +190,7 @@ def test_restarts_within_one_interval_admit_exactly_one_tick(
 def test_two_serves_on_one_database_converge_on_one_run_per_slot(
     serve_clock: Any, tmp_path: Path
 ) -> None:
-    """Two serve processes firing the same one-second auto loop on one SQLite file admit
+    """Two serve processes firing the same one-second auto loop on one database admit
     each slot's tick once and queue exactly one run per slot; a second admission of a
     fired tick answers duplicate and writes no second row."""
     config = overlay(tmp_path / "config", "pulse")
@@ -215,18 +209,17 @@ def test_two_serves_on_one_database_converge_on_one_run_per_slot(
         serve.process.terminate()
     assert [one.process.wait(15), two.process.wait(15)] == [0, 0]
 
-    with sqlite3.connect(serve_clock.db) as conn:
-        events = dict(conn.execute("SELECT event_id, payload FROM events WHERE loop = 'pulse'"))
-        admitted = Counter(
-            entity_id
-            for (entity_id,) in conn.execute(
-                "SELECT entity_id FROM journal WHERE entity = 'event' AND action = 'admitted'"
-            )
+    db = serve_clock.db
+    events = dict(rows(db, "SELECT event_id, payload FROM events WHERE loop = 'pulse'"))
+    admitted = Counter(
+        entity_id
+        for (entity_id,) in rows(
+            db, "SELECT entity_id FROM journal WHERE entity = 'event' AND action = 'admitted'"
         )
-        decisions = Counter(e for (e,) in conn.execute("SELECT event_id FROM decisions"))
-        runs = conn.execute("SELECT idempotency_key, event_id FROM runs WHERE loop = 'pulse'")
-        keys = Counter(key for key, _ in runs.fetchall())
-    conn.close()
+    )
+    decisions = Counter(e for (e,) in rows(db, "SELECT event_id FROM decisions"))
+    runs = rows(db, "SELECT idempotency_key, event_id FROM runs WHERE loop = 'pulse'")
+    keys = Counter(key for key, _ in runs)
     slots_fired = [json.loads(p)["slot"] for p in events.values()]
     assert len(slots_fired) == len(set(slots_fired)) >= 3
     assert set(admitted) == set(events) and set(admitted.values()) == {1}
@@ -245,7 +238,7 @@ class Night:
     morning: dict[str, list[dict[str, Any]]]  # after the 04:10 start
     evening: dict[str, list[dict[str, Any]]]  # after the 17:10 start
     proposals: dict[str, list[dict[str, Any]]]  # after the 04:10 start
-    db: Path
+    db: str
     config: Path
 
 
@@ -351,15 +344,14 @@ def test_catch_up_all_fires_every_missed_slot_in_order_up_to_its_cap(night: Nigh
     assert skips(night.db, "hourly-all") == [
         (HOUR.format("05"), HOUR.format("07"), 3, "catchup_cap")
     ]
-    with sqlite3.connect(night.db) as conn:  # admission order is journal order
-        admitted = [
-            entity_id
-            for (entity_id,) in conn.execute(
-                "SELECT entity_id FROM journal WHERE entity = 'event' "
-                "AND action = 'admitted' AND entity_id LIKE 'clock:hourly-all:%' ORDER BY seq"
-            )
-        ]
-    conn.close()
+    admitted = [  # admission order is journal order
+        entity_id
+        for (entity_id,) in rows(
+            night.db,
+            "SELECT entity_id FROM journal WHERE entity = 'event' "
+            "AND action = 'admitted' AND entity_id LIKE 'clock:hourly-all:%' ORDER BY seq",
+        )
+    ]
     assert admitted == sorted(admitted) and len(admitted) == 1 + 6 + 10
 
 

@@ -1,5 +1,6 @@
--- Named queries shared by every backend. Parameters are written :name; the
--- PostgreSQL backend rewrites them. Each query's comment states its contract.
+-- Named queries shared by every backend. Parameters are written :name (the
+-- PostgreSQL backend rewrites them; a parameter tested for NULL is CAST, so PostgreSQL
+-- knows its type). Each query's comment states its contract.
 
 -- name: insert_event
 -- Admit an event; does nothing when the event id exists (idempotent admission).
@@ -13,7 +14,7 @@ ON CONFLICT (event_id) DO NOTHING;
 SELECT * FROM events WHERE event_id = :event_id;
 
 -- name: list_events
-SELECT * FROM events WHERE (:type IS NULL OR type = :type)
+SELECT * FROM events WHERE (CAST(:type AS TEXT) IS NULL OR type = :type)
 ORDER BY admitted_at DESC, event_id DESC LIMIT :limit;
 
 -- name: unplanned_events
@@ -56,7 +57,7 @@ ON CONFLICT (event_id) DO NOTHING;
 SELECT * FROM proposals WHERE proposal_id = :proposal_id;
 
 -- name: list_proposals
-SELECT * FROM proposals WHERE (:state IS NULL OR state = :state)
+SELECT * FROM proposals WHERE (CAST(:state AS TEXT) IS NULL OR state = :state)
 ORDER BY created_at DESC, proposal_id DESC LIMIT :limit;
 
 -- name: decide_proposal
@@ -84,7 +85,7 @@ SELECT * FROM runs WHERE run_id = :run_id;
 SELECT * FROM runs WHERE idempotency_key = :idempotency_key;
 
 -- name: list_runs
-SELECT * FROM runs WHERE (:state IS NULL OR state = :state)
+SELECT * FROM runs WHERE (CAST(:state AS TEXT) IS NULL OR state = :state)
 ORDER BY created_at DESC, run_id DESC LIMIT :limit;
 
 -- name: next_queued_run
@@ -125,11 +126,12 @@ WHERE run_id = :run_id AND lease_owner = :owner AND lease_expires_at = :lease_ex
 INSERT INTO journal (at, entity, entity_id, action, from_state, to_state, actor,
                      rules_digest, note, data)
 VALUES (:at, :entity, :entity_id, :action, :from_state, :to_state, :actor,
-        :rules_digest, :note, :data);
+        :rules_digest, :note, :data)
+RETURNING seq;
 
 -- name: list_journal
 SELECT * FROM journal
-WHERE (:entity IS NULL OR entity = :entity) AND (:entity_id IS NULL OR entity_id = :entity_id)
+WHERE (CAST(:entity AS TEXT) IS NULL OR entity = :entity) AND (CAST(:entity_id AS TEXT) IS NULL OR entity_id = :entity_id)
   AND seq > :after
 ORDER BY seq LIMIT :limit;
 
@@ -169,7 +171,7 @@ ON CONFLICT (loop) DO UPDATE SET
 -- The cursor only moves forward, whichever process writes last.
 UPDATE loop_state SET
     cursor = CASE WHEN cursor IS NULL OR cursor < :cursor THEN :cursor ELSE cursor END,
-    last_slot = CASE WHEN :last_slot IS NOT NULL AND (last_slot IS NULL OR last_slot < :last_slot)
+    last_slot = CASE WHEN CAST(:last_slot AS TEXT) IS NOT NULL AND (last_slot IS NULL OR last_slot < :last_slot)
                      THEN :last_slot ELSE last_slot END,
     updated_at = :updated_at
 WHERE loop = :loop;
