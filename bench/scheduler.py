@@ -85,16 +85,19 @@ PEER = project_root().parent / "shared" / "bench" / "peer_apscheduler.sh"
 # ---- the wave -----------------------------------------------------------------------
 
 
-def run_wave(root: Path, loops: int) -> tuple[dict[str, Any], Service, ManualClock]:
-    """Open a service over `loops` loops, record their enablement, then time the pump
-    that fires and plans the slot. The service stays open for the idle pass."""
+def run_wave(
+    root: Path, loops: int, db: str | None = None
+) -> tuple[dict[str, Any], Service, ManualClock]:
+    """Open a service over `loops` loops (on `db`, a PostgreSQL URL, else a SQLite file
+    in `root`), record their enablement, then time the pump that fires and plans the
+    slot. The service stays open for the idle pass."""
     paths = write_wave_tree(root / "tree", loops)
     clock = ManualClock(ENABLED_AT)
-    open_s, service = timed(lambda: open_at(root, paths, clock))
+    open_s, service = timed(lambda: open_at(root, paths, clock, db))
     start_s, _ = timed(service.pump)
     clock.now = WAVE_AT
     wave_s, work = timed(service.pump)
-    counts = tick_counts(root / "engine.db")
+    counts = tick_counts(db or root / "engine.db")
     verify(counts, loops, "wave")
     figures = {
         "loops": loops,
@@ -186,6 +189,32 @@ def profile_wave(root: Path, loops: int, top: int) -> str:
     return text.getvalue()
 
 
+def wave_on_postgres(root: Path, loops: int, server: str) -> dict[str, Any]:
+    """The same wave on a fresh PostgreSQL database: of the server at `server`, or of a
+    throwaway cluster started like the tests' (tests/databases.py)."""
+    if server == "no":
+        return {"error": "--postgres no"}
+    sys.path.insert(0, str(project_root() / "tests"))
+    import databases
+
+    cluster = None
+    if server == "start":
+        bindir = databases.server_binaries()
+        if bindir is None:
+            return {"error": "initdb/pg_ctl not found (Debian's postgresql package)"}
+        cluster = databases.Cluster(bindir)
+        cluster.start()
+        server = cluster.url
+    try:
+        url = databases.Server(server).new_database()
+        figures, service, _ = run_wave(root, loops, url)
+        close(service)
+        return figures
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
 # ---- reporting ---------------------------------------------------------------------------
 
 
@@ -227,6 +256,17 @@ def target_rows(f: dict[str, Any]) -> list[dict[str, str]]:
             "verdict": verdict(s["wave_met"]),
         },
     ]
+    pg = f["wave_postgres"]
+    if "s" in pg:
+        rows.append(
+            {
+                "figure": "wave on PostgreSQL (loopback)",
+                "ours": f"{pg['s']:.2f} s",
+                "baseline": f"SQLite {s['wave_s']:.2f} s",
+                "ratio": f"{pg['s'] / s['wave_s']:.2f}x",
+                "verdict": "-",
+            }
+        )
     if s["peer_s"] is not None:
         rows.append(
             {
@@ -297,6 +337,14 @@ def details(f: dict[str, Any]) -> list[str]:
         f"a row {rows['build_s']:.3f} + {rows['write_s']:.3f} s; the wave is "
         f"{wave['s'] / floor['write_s']:.0f}x the executemany writes alone",
         peer_line,
+        (
+            f"postgresql: wave pump {f['wave_postgres']['s']:.2f} s = "
+            f"{f['wave_postgres']['ticks_per_s']:,.0f} ticks/s (open_service "
+            f"{f['wave_postgres']['open_service_s']:.2f} s, enablement pump "
+            f"{f['wave_postgres']['start_pump_s']:.2f} s)"
+            if "s" in f["wave_postgres"]
+            else f"postgresql: not run ({f['wave_postgres']['error']})"
+        ),
         f"idle pump (pass + outbox + planning queries): median {pump['median_ms']:.3f} ms, "
         f"p99 {pump['p99_ms']:.3f} ms over {pump['reps']} pumps",
         f"catch-up: {catchup['ticks_per_s']:,.0f} ticks/s; memory ({catchup['memory_method']}): "
@@ -331,11 +379,13 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     idle_figures = idle(service, clock, args.idle_reps)
     close(service)
     peer = run_peer(args.peer, args.loops) if args.peer else {"error": "--no-peer"}
+    postgres = wave_on_postgres(root / "pg", args.loops, args.postgres)
     figures = {
         "revision": revision(),
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
         "wave": wave,
+        "wave_postgres": postgres,
         "floor": floor,
         "floor_row_by_row": floor_rows,
         "peer": peer,
@@ -354,6 +404,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle-reps", type=int, default=10_000, help="idle passes (%(default)s)")
     parser.add_argument("--peer", type=Path, default=PEER, help="peer script (%(default)s)")
     parser.add_argument("--no-peer", dest="peer", action="store_const", const=None)
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        default="start",
+        help="PostgreSQL server for the wave on PostgreSQL: a URL (a role that may create "
+        "databases), 'start' (a throwaway cluster, the default) or 'no'",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--profile", type=int, metavar="N", help="print N top cProfile rows")
     parser.add_argument("--queries", action="store_true", help="print SQL time by query")

@@ -32,8 +32,9 @@ class ManualClock:
         return self.now
 
 
-def open_at(root: Path, paths: Paths, clock: ManualClock) -> Service:
-    return open_service(str(root / "engine.db"), paths, clock=clock)
+def open_at(root: Path, paths: Paths, clock: ManualClock, db: str | None = None) -> Service:
+    """The service on `db` (a PostgreSQL URL), else on root/engine.db."""
+    return open_service(db or str(root / "engine.db"), paths, clock=clock)
 
 
 def close(service: Service) -> None:
@@ -46,20 +47,21 @@ def timed(action: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
-def tick_counts(db: Path) -> dict[str, int]:
-    """Rows of each kind a tick leaves, read back from the engine's file."""
+def tick_counts(db: Path | str) -> dict[str, int]:
+    """Rows of each kind a tick leaves, read back from the engine's database."""
+    queries = {t: f"SELECT COUNT(*) FROM {t}" for t in TICK_TABLES} | {
+        "journal": "SELECT COUNT(*) FROM journal WHERE entity != 'loop'",
+        "open_proposals": "SELECT COUNT(*) FROM proposals WHERE state = 'open'",
+        "unplanned": "SELECT COUNT(*) FROM events WHERE planned = 0",
+    }
+    if str(db).startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(str(db)) as pg:
+            return {k: int(pg.execute(q.encode()).fetchone()[0]) for k, q in queries.items()}
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        counts = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TICK_TABLES}
-        journal = conn.execute("SELECT COUNT(*) FROM journal WHERE entity != 'loop'")
-        counts["journal"] = journal.fetchone()[0]
-        counts["open_proposals"] = conn.execute(
-            "SELECT COUNT(*) FROM proposals WHERE state = 'open'"
-        ).fetchone()[0]
-        counts["unplanned"] = conn.execute(
-            "SELECT COUNT(*) FROM events WHERE planned = 0"
-        ).fetchone()[0]
-        return counts
+        return {k: int(conn.execute(q).fetchone()[0]) for k, q in queries.items()}
     finally:
         conn.close()
 

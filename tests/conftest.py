@@ -341,3 +341,9 @@ def open_database(request: pytest.FixtureRequest, backend: str, directory: Path)
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh database on each backend in turn (a SQLite path or a PostgreSQL URL)."""
     return open_database(request, request.param, tmp_path)
+
+
+@pytest.fixture
+def postgresql_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database on the session's PostgreSQL server (a URL)."""
+    return open_database(request, "postgresql", tmp_path)

@@ -141,8 +141,8 @@ def rows(db: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
             return [tuple(r) for r in found]
     import sqlite3
 
-    conn = sqlite3.connect(db)
+    lite = sqlite3.connect(db)
     try:
-        return [tuple(r) for r in conn.execute(query, params).fetchall()]
+        return [tuple(r) for r in lite.execute(query, params).fetchall()]
     finally:
-        conn.close()
+        lite.close()

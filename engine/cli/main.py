@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from engine.cli.exits import OK, USAGE
+from engine.errors import EngineError
 
 # Each command and the module that registers it. A command imports only its own
 # module, so `engine check` never pays for aiohttp or rich.
@@ -71,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return OK
     except KeyboardInterrupt:
         return 130  # the shell's convention for SIGINT
+    except EngineError as err:  # one a command did not report itself (e.g. no database)
+        print(f"error: {err.message}", file=sys.stderr)
+        return err.exit_code
     return code
 
 

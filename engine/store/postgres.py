@@ -27,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg.rows import dict_row
 
+from engine.errors import Unavailable
 from engine.store.queries import migrations
 from engine.store.sqltx import SqlTx
 
@@ -63,13 +64,19 @@ class PostgresStore:
         self.migrate()
 
     def _connect(self) -> psycopg.Connection[dict[str, Any]]:
-        return psycopg.connect(
-            self.url,
-            autocommit=True,
-            row_factory=dict_row,
-            connect_timeout=CONNECT_TIMEOUT_S,
-            application_name="engine",
-        )
+        """A connection; Unavailable (with the server's reason, never the password)
+        when the server cannot be reached or refuses."""
+        try:
+            return psycopg.connect(
+                self.url,
+                autocommit=True,
+                row_factory=dict_row,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                application_name="engine",
+            )
+        except psycopg.OperationalError as err:
+            reason = " ".join(str(err).replace(self.url, redacted(self.url)).split())
+            raise Unavailable(f"cannot open the database {redacted(self.url)}: {reason}") from None
 
     def _connection(self) -> psycopg.Connection[dict[str, Any]]:
         """The connection, opened again when the server or the network dropped it."""

@@ -77,12 +77,15 @@ class SqliteStore:
 
     @contextmanager
     def read(self) -> Iterator[SqlTx]:
+        """A snapshot that refuses writes (query_only) and keeps nothing (rolled back)."""
         with self._lock:
+            self._conn.execute("PRAGMA query_only = ON")
             self._conn.execute("BEGIN")
             try:
                 yield SqlTx(self._conn.cursor())
             finally:
-                self._conn.execute("COMMIT")
+                self._conn.execute("ROLLBACK")
+                self._conn.execute("PRAGMA query_only = OFF")
 
     def close(self) -> None:
         with self._lock:

@@ -1,8 +1,9 @@
 """The scheduler's exit criteria (seed 1 §10, SPEC §4.1-4.6) against real `engine serve`
 processes: each start's clock is placed with ENGINE_NOW, state lives in a real database
 (every test runs twice: on a SQLite file and on a PostgreSQL database), and the answers
-come from the HTTP API (events, proposals, runs, journal) or the database's own tables. The tree is tests/data/scheduling_acceptance; every test writes
-a config/schedule.yaml that switches on only the loops it watches.
+come from the HTTP API (events, proposals, runs, journal) or the database's own tables.
+The tree is tests/data/scheduling_acceptance; every test writes a config/schedule.yaml
+that switches on only the loops it watches.
 
 `pulse` (every 1s) is the heartbeat where one is needed: a pulse tick at or after a
 start's clock proves that start's scheduler has made its first pass, and every other

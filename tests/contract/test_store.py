@@ -1,29 +1,45 @@
-"""The storage contract, written once and held by every backend (SQLite now;
-PostgreSQL joins the `backend` parameter when it lands)."""
+"""The storage contract, written once and held by every backend: each test runs on a
+SQLite file and on a database of a real PostgreSQL server (conftest's `database`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from typing import TypeVar
 
+import databases
+import psycopg
 import pytest
 
-from engine.core.records import EventRecord, JournalEntry, ProposalRecord, RunRecord
+from engine.bootstrap import open_store as open_backend
+from engine.core.records import (
+    DecisionRecord,
+    EventRecord,
+    JournalEntry,
+    ProposalRecord,
+    RunRecord,
+    SkipRecord,
+)
 from engine.store.ports import Store
-from engine.store.sqlite import SqliteStore
 
 Factory = Callable[[], Store]
+R = TypeVar("R")
+
+# What either driver raises when the database refuses a statement.
+DB_ERRORS = (sqlite3.DatabaseError, psycopg.Error)
+# How long a step that must not wait may take before the test calls it stuck.
+PROMPT_S = 5.0
 
 
-@pytest.fixture(params=["sqlite"])
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
+@pytest.fixture
+def open_store(database: str) -> Iterator[Factory]:
     """Opens stores on one database; each call is another connection, as another process."""
     opened: list[Store] = []
 
     def factory() -> Store:
-        store = SqliteStore(tmp_path / "contract.db")
+        store = open_backend(database)
         opened.append(store)
         return store
 
@@ -32,26 +48,47 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Facto
         store.close()
 
 
-def event(event_id: str = "e-1", loop: str | None = None) -> EventRecord:
+def at(minute: int, second: int = 0) -> str:
+    """An instant on the tests' day, as the store keeps times."""
+    return f"2026-11-30T10:{minute:02d}:{second:02d}.000000Z"
+
+
+def event(
+    event_id: str = "e-1",
+    loop: str | None = None,
+    *,
+    type: str = "factory.work.requested",
+    admitted: str = "2026-11-30T10:00:00.000000Z",
+    occurred: str | None = None,
+    planned: bool = False,
+) -> EventRecord:
     return EventRecord(
         event_id=event_id,
-        type="factory.work.requested",
+        type=type,
         source="inject",
         subject="bj29",
-        occurred_at="2026-11-30T10:00:00.000000Z",
+        occurred_at=occurred or admitted,
         correlation_id=event_id,
         payload={"repo": "bj29"},
         loop=loop,
-        admitted_at="2026-11-30T10:00:00.000000Z",
+        admitted_at=admitted,
         admitted_by="inject",
+        planned=planned,
     )
 
 
-def run(key: str = "event:e-1", run_id: str = "run-1", loop: str | None = None) -> RunRecord:
+def run(
+    key: str = "event:e-1",
+    run_id: str = "run-1",
+    loop: str | None = None,
+    *,
+    event_id: str = "e-1",
+    created: str = "2026-11-30T10:00:01.000000Z",
+) -> RunRecord:
     return RunRecord(
         run_id=run_id,
         idempotency_key=key,
-        event_id="e-1",
+        event_id=event_id,
         proposal_id=None,
         loop=loop,
         definition="dispatch@1",
@@ -60,8 +97,40 @@ def run(key: str = "event:e-1", run_id: str = "run-1", loop: str | None = None) 
         attempts=0,
         lease_owner=None,
         lease_expires_at=None,
-        created_at="2026-11-30T10:00:01.000000Z",
+        created_at=created,
     )
+
+
+def proposal(
+    proposal_id: str = "p-1",
+    event_id: str = "e-1",
+    loop: str | None = None,
+    *,
+    created: str = "2026-11-30T10:00:01.000000Z",
+    state: str = "open",
+) -> ProposalRecord:
+    return ProposalRecord(proposal_id, event_id, loop, "dispatch@1", state, True, False, created)
+
+
+def decision(event_id: str = "e-1") -> DecisionRecord:
+    return DecisionRecord(
+        event_id=event_id,
+        kind="propose",
+        reason=None,
+        definition="dispatch@1",
+        loop="nightly",
+        approved_by=None,
+        human_only=True,
+        mutating=False,
+        rule="rules/dispatch",
+        note="needs a human",
+        rules_digest="sha256:abc",
+        decided_at="2026-11-30T10:00:01.000000Z",
+    )
+
+
+def on_postgres(database: str) -> bool:
+    return database.startswith("postgresql://")
 
 
 def test_admission_is_idempotent_by_event_id(open_store: Factory) -> None:
@@ -160,8 +229,9 @@ def test_proposal_decisions_are_compare_and_set(open_store: Factory) -> None:
     assert final is not None and (final.state, final.decided_by) == ("approved", "operator:alice")
 
 
-def test_journal_is_append_only(open_store: Factory) -> None:
-    """Journal records can be appended and read in order, never changed."""
+def test_journal_is_append_only(open_store: Factory, database: str) -> None:
+    """Journal records can be appended and read in order, never changed: the database
+    itself refuses an UPDATE or a DELETE of the journal, whoever sends it."""
     store = open_store()
     with store.write() as tx:
         for n in range(3):
@@ -170,13 +240,16 @@ def test_journal_is_append_only(open_store: Factory) -> None:
         entries = tx.list_journal(10)
         assert [e.action for e in entries] == ["a0", "a1", "a2"]
         assert [e.action for e in tx.list_journal(10, after=entries[0].seq or 0)] == ["a1", "a2"]
-    if isinstance(store, SqliteStore):
-        raw = sqlite3.connect(store.path)
-        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-            raw.execute("UPDATE journal SET actor = 'operator:mallory'")
-        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-            raw.execute("DELETE FROM journal")
-        raw.close()
+    with pytest.raises(DB_ERRORS, match="append-only"):
+        databases.rows(database, "UPDATE journal SET actor = 'operator:mallory'")
+    with pytest.raises(DB_ERRORS, match="append-only"):
+        databases.rows(database, "DELETE FROM journal")
+    with store.read() as tx:
+        assert [(e.action, e.actor) for e in tx.list_journal(10)] == [
+            ("a0", "system"),
+            ("a1", "system"),
+            ("a2", "system"),
+        ]
 
 
 def test_outbox_items_publish_once(open_store: Factory) -> None:
@@ -209,3 +282,725 @@ def test_migrations_apply_once(open_store: Factory) -> None:
     second = open_store()
     with second.read() as tx:
         assert len(tx.list_events(10)) == 1
+
+
+# ---- events ----------------------------------------------------------------------------
+
+
+def test_events_read_back_newest_first_and_by_type(open_store: Factory) -> None:
+    """An admitted event reads back whole; listings are newest first, filter by type and
+    stop at the limit."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event("e-2", type="factory.work.requested", admitted=at(2)))
+        tx.insert_event(event("e-1", type="factory.work.requested", admitted=at(1)))
+        tx.insert_event(event("e-3", type="factory.tick", admitted=at(3)))
+    with store.read() as tx:
+        assert tx.get_event("e-1") == event("e-1", admitted=at(1))
+        assert tx.get_event("nope") is None
+        assert [e.event_id for e in tx.list_events(10)] == ["e-3", "e-2", "e-1"]
+        assert [e.event_id for e in tx.list_events(2)] == ["e-3", "e-2"]
+        listed = tx.list_events(10, type="factory.work.requested")
+        assert [e.event_id for e in listed] == ["e-2", "e-1"]
+        assert tx.list_events(10, type="factory.other") == []
+
+
+def test_unplanned_events_follow_admission_order_until_planned(open_store: Factory) -> None:
+    """Planning sees admitted events oldest first, and an event marked planned never
+    again (whatever order they were inserted in)."""
+    store = open_store()
+    with store.write() as tx:
+        for n in (3, 1, 2):
+            tx.insert_event(event(f"e-{n}", admitted=at(n)))
+        tx.insert_event(event("e-0", admitted=at(0), planned=True))
+    with store.write() as tx:
+        assert [e.event_id for e in tx.unplanned_events(10)] == ["e-1", "e-2", "e-3"]
+        assert [e.event_id for e in tx.unplanned_events(2)] == ["e-1", "e-2"]
+        tx.mark_planned("e-1")
+        tx.mark_planned("missing")  # nothing to mark: no error
+    with store.read() as tx:
+        assert [e.event_id for e in tx.unplanned_events(10)] == ["e-2", "e-3"]
+        planned = tx.get_event("e-1")
+        assert planned is not None and planned.planned is True
+        unplanned = tx.get_event("e-2")
+        assert unplanned is not None and unplanned.planned is False
+
+
+def test_loop_events_since_oldest_first_and_the_last_tick(open_store: Factory) -> None:
+    """A loop's ticks that occurred at or after `since` come oldest first (by occurrence)
+    up to the limit; the last tick is the last one admitted."""
+    store = open_store()
+    with store.write() as tx:
+        # Admitted in another order than they occurred (a late tick admitted last).
+        tx.insert_event(event("t-2", "nightly", occurred=at(2), admitted=at(5)))
+        tx.insert_event(event("t-3", "nightly", occurred=at(3), admitted=at(6)))
+        tx.insert_event(event("t-1", "nightly", occurred=at(1), admitted=at(7)))
+        tx.insert_event(event("o-1", "hourly", occurred=at(4), admitted=at(8)))
+        tx.insert_event(event("e-1", occurred=at(4), admitted=at(9)))
+    with store.read() as tx:
+        assert [e.event_id for e in tx.loop_events("nightly", at(0), 10)] == ["t-1", "t-2", "t-3"]
+        assert [e.event_id for e in tx.loop_events("nightly", at(2), 10)] == ["t-2", "t-3"]
+        assert [e.event_id for e in tx.loop_events("nightly", at(0), 2)] == ["t-1", "t-2"]
+        assert tx.loop_events("nightly", at(4), 10) == []
+        assert tx.loop_events("weekly", at(0), 10) == []
+        last = tx.last_loop_event("nightly")
+        assert last is not None and last.event_id == "t-1"
+        assert tx.last_loop_event("weekly") is None
+
+
+# ---- decisions and occurrences -------------------------------------------------------
+
+
+def test_one_decision_per_event_read_back_whole(open_store: Factory) -> None:
+    """An event is decided once; the decision reads back with its flags as bools."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event())
+        assert tx.insert_decision(decision()) is True
+        later = dataclasses.replace(decision(), kind="run", human_only=False)
+        assert tx.insert_decision(later) is False
+    with store.read() as tx:
+        found = tx.get_decision("e-1")
+        assert found == decision()
+        assert found is not None and found.human_only is True and found.mutating is False
+        assert tx.get_decision("e-2") is None
+
+
+def test_occurrence_state_is_the_latest_set(open_store: Factory) -> None:
+    """Setting an occurrence's state again replaces it; an unknown one has none."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event("t-1", "nightly"))
+        assert tx.get_occurrence_state("t-1") is None
+        tx.set_occurrence("t-1", "nightly", "admitted", at(1))
+        assert tx.get_occurrence_state("t-1") == "admitted"
+        tx.set_occurrence("t-1", "nightly", "fired", at(2))
+    with store.read() as tx:
+        assert tx.get_occurrence_state("t-1") == "fired"
+        assert tx.get_occurrence_state("t-2") is None
+
+
+def test_a_loop_is_in_flight_while_a_run_is_queued_claimed_or_running(
+    open_store: Factory,
+) -> None:
+    """A loop's run counts as in flight from queued until it finishes; another loop's runs
+    never do. The loop's last run is its newest."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event())
+        assert tx.loop_in_flight("nightly") is False
+        assert tx.last_loop_run("nightly") is None
+        tx.insert_run(run("k-old", "run-0", "nightly", created=at(0)))
+        tx.claim_next_run("w1", at(30))
+        tx.finish_run("run-0", "w1", "succeeded", at(1), "OK", None, None, None)
+        assert tx.loop_in_flight("nightly") is False
+        tx.insert_run(run("k-1", "run-1", "nightly", created=at(2)))
+        tx.insert_run(run("k-2", "run-2", "hourly", created=at(3)))
+        assert tx.loop_in_flight("nightly") is True  # queued
+        claimed = tx.claim_next_run("w1", at(30))
+        assert claimed is not None and claimed.run_id == "run-1"
+        assert tx.loop_in_flight("nightly") is True  # claimed
+        assert tx.start_run("run-1", "w1", at(4))
+        assert tx.loop_in_flight("nightly") is True  # running
+        last = tx.last_loop_run("nightly")
+        assert last is not None and last.run_id == "run-1"
+        assert tx.finish_run("run-1", "w1", "failed", at(5), None, None, "boom", None)
+        assert tx.loop_in_flight("nightly") is False
+        assert tx.loop_in_flight("hourly") is True
+        assert tx.loop_in_flight("weekly") is False
+
+
+# ---- proposals -------------------------------------------------------------------------
+
+
+def test_proposals_read_back_and_list_newest_first_by_state(open_store: Factory) -> None:
+    """A proposal reads back whole (flags as bools); listings are newest first, filter by
+    state and stop at the limit; a decision records who, when and why."""
+    store = open_store()
+    with store.write() as tx:
+        for n in (1, 2, 3):
+            tx.insert_event(event(f"e-{n}"))
+            tx.insert_proposal(proposal(f"p-{n}", f"e-{n}", created=at(n)))
+        assert tx.decide_proposal("p-2", "open", "rejected", at(9), "operator:bob", "no")
+        assert tx.decide_proposal("p-9", "open", "approved", at(9), "operator:bob", "") is False
+    with store.read() as tx:
+        assert tx.get_proposal("p-1") == proposal("p-1", "e-1", created=at(1))
+        found = tx.get_proposal("p-1")
+        assert found is not None and found.human_only is True and found.mutating is False
+        assert tx.get_proposal("p-9") is None
+        decided = tx.get_proposal("p-2")
+        assert decided is not None
+        assert (decided.state, decided.decided_at, decided.decided_by, decided.note) == (
+            "rejected",
+            at(9),
+            "operator:bob",
+            "no",
+        )
+        assert [p.proposal_id for p in tx.list_proposals(10)] == ["p-3", "p-2", "p-1"]
+        assert [p.proposal_id for p in tx.list_proposals(1)] == ["p-3"]
+        assert [p.proposal_id for p in tx.list_proposals(10, "open")] == ["p-3", "p-1"]
+        assert [p.proposal_id for p in tx.list_proposals(10, "rejected")] == ["p-2"]
+        assert tx.list_proposals(10, "approved") == []
+
+
+def test_stale_and_open_proposals_by_loop(open_store: Factory) -> None:
+    """Stale proposals are the open ones created before `before`, oldest first; a loop's
+    open proposals come oldest first and are counted per loop (loopless ones aside)."""
+    store = open_store()
+    with store.write() as tx:
+        specs = [
+            ("p-1", "nightly", at(3)),
+            ("p-2", "nightly", at(1)),
+            ("p-3", "hourly", at(2)),
+            ("p-4", None, at(0)),
+            ("p-5", "nightly", at(4)),
+            ("p-6", "nightly", at(0, 30)),  # decided below: neither stale nor open
+        ]
+        for pid, loop, created in specs:
+            tx.insert_event(event(f"e-{pid}"))
+            tx.insert_proposal(proposal(pid, f"e-{pid}", loop, created=created))
+        tx.decide_proposal("p-6", "open", "approved", at(5), "operator:alice", "")
+    with store.read() as tx:
+        stale = tx.stale_proposals(at(4), 10)  # created exactly at `before` is not stale
+        assert [p.proposal_id for p in stale] == ["p-4", "p-2", "p-3", "p-1"]
+        assert [p.proposal_id for p in tx.stale_proposals(at(4), 2)] == ["p-4", "p-2"]
+        assert tx.stale_proposals(at(0), 10) == []
+        assert [p.proposal_id for p in tx.open_loop_proposals("nightly")] == ["p-2", "p-1", "p-5"]
+        assert tx.open_loop_proposals("weekly") == []
+        assert tx.open_proposals_by_loop() == {"nightly": 3, "hourly": 1}
+
+
+def test_counts_are_runs_and_proposals_by_state(open_store: Factory) -> None:
+    """counts() tallies runs and proposals by their current state."""
+    store = open_store()
+    with store.read() as tx:
+        assert tx.counts() == {"runs": {}, "proposals": {}}
+    with store.write() as tx:
+        for n in range(3):
+            tx.insert_event(event(f"e-{n}"))
+            tx.insert_proposal(proposal(f"p-{n}", f"e-{n}"))
+            tx.insert_run(run(f"k-{n}", f"run-{n}", event_id=f"e-{n}", created=at(n)))
+        tx.decide_proposal("p-0", "open", "approved", at(5), "operator:alice", "")
+        tx.claim_next_run("w1", at(30))
+        tx.finish_run("run-0", "w1", "succeeded", at(6), "OK", None, None, None)
+        tx.claim_next_run("w1", at(30))
+    with store.read() as tx:
+        assert tx.counts() == {
+            "runs": {"succeeded": 1, "claimed": 1, "queued": 1},
+            "proposals": {"approved": 1, "open": 2},
+        }
+
+
+# ---- runs ------------------------------------------------------------------------------
+
+
+def test_runs_read_back_by_id_key_and_state(open_store: Factory) -> None:
+    """A run is found by id or idempotency key and starts queued with no lease; listings
+    are newest first, filter by state and stop at the limit."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event())
+        for n in (1, 2, 3):
+            tx.insert_run(run(f"k-{n}", f"run-{n}", "nightly", created=at(n)))
+        tx.claim_next_run("w1", at(30))
+    with store.read() as tx:
+        assert tx.get_run("run-2") == run("k-2", "run-2", "nightly", created=at(2))
+        assert tx.get_run_by_key("k-3") == run("k-3", "run-3", "nightly", created=at(3))
+        assert tx.get_run("run-9") is None
+        assert tx.get_run_by_key("k-9") is None
+        assert [r.run_id for r in tx.list_runs(10)] == ["run-3", "run-2", "run-1"]
+        assert [r.run_id for r in tx.list_runs(2)] == ["run-3", "run-2"]
+        assert [r.run_id for r in tx.list_runs(10, "queued")] == ["run-3", "run-2"]
+        assert [r.run_id for r in tx.list_runs(10, "claimed")] == ["run-1"]
+        assert tx.list_runs(10, "running") == []
+
+
+def test_claims_take_the_oldest_queued_run(open_store: Factory) -> None:
+    """A claim takes the oldest queued run, leases it to the claimer and counts the
+    attempt; an empty queue answers None."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event())
+        tx.insert_run(run("k-2", "run-2", created=at(2)))
+        tx.insert_run(run("k-1", "run-1", created=at(1)))
+        first = tx.claim_next_run("w1", at(30))
+        second = tx.claim_next_run("w2", at(31))
+        assert tx.claim_next_run("w3", at(32)) is None
+    assert first is not None and second is not None
+    assert (first.run_id, first.state, first.lease_owner, first.lease_expires_at) == (
+        "run-1",
+        "claimed",
+        "w1",
+        at(30),
+    )
+    assert (second.run_id, second.lease_owner, second.attempts) == ("run-2", "w2", 1)
+
+
+def test_lease_steps_belong_to_the_holder(open_store: Factory) -> None:
+    """Only the lease holder heartbeats (while claimed or running), starts (from claimed)
+    and finishes a run; the result comes back as it was recorded."""
+    store = open_store()
+    result = {"outcome": "OK", "items": [1, 2.5, None, True], "nested": {"é": "ü"}}
+    with store.write() as tx:
+        tx.insert_event(event())
+        tx.insert_run(run())
+        assert tx.heartbeat("run-1", "w1", at(30)) is False  # queued: no lease to extend
+        assert tx.start_run("run-1", "w1", at(1)) is False  # not claimed yet
+        tx.claim_next_run("w1", at(10))
+        assert tx.heartbeat("run-1", "w2", at(40)) is False
+        assert tx.heartbeat("run-1", "w1", at(20)) is True
+        assert tx.start_run("run-1", "w2", at(2)) is False
+        assert tx.start_run("run-1", "w1", at(2)) is True
+        assert tx.start_run("run-1", "w1", at(3)) is False  # already running
+        assert tx.heartbeat("run-1", "w1", at(25)) is True
+        running = tx.get_run("run-1")
+        assert running is not None
+        assert (running.state, running.started_at, running.lease_expires_at) == (
+            "running",
+            at(2),
+            at(25),
+        )
+        assert tx.finish_run("run-1", "w1", "succeeded", at(4), "OK", result, None, "a.tgz")
+        assert tx.finish_run("run-1", "w1", "failed", at(5), None, None, "late", None) is False
+        assert tx.heartbeat("run-1", "w1", at(30)) is False  # finished: no lease
+    with store.read() as tx:
+        done = tx.get_run("run-1")
+    assert done is not None
+    assert (done.state, done.finished_at, done.outcome, done.error, done.artifact) == (
+        "succeeded",
+        at(4),
+        "OK",
+        None,
+        "a.tgz",
+    )
+    assert done.result == result
+    assert (done.lease_owner, done.lease_expires_at, done.attempts) == (None, None, 1)
+
+
+def test_expired_leases_are_leased_runs_past_their_lease(open_store: Factory) -> None:
+    """Only claimed or running runs whose lease ended before `now` have expired, soonest
+    expired first, up to the limit."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event())
+        for n in range(5):
+            tx.insert_run(run(f"k-{n}", f"run-{n}", created=at(n)))
+        tx.claim_next_run("w0", at(30))  # run-0: finished below
+        tx.claim_next_run("w1", at(12))  # run-1: claimed, expires second
+        tx.claim_next_run("w2", at(11))  # run-2: running, expires first
+        tx.claim_next_run("w3", at(20))  # run-3: lease ends exactly at `now`
+        tx.start_run("run-2", "w2", at(5))
+        tx.finish_run("run-0", "w0", "succeeded", at(6), "OK", None, None, None)
+        # run-4 stays queued
+        expired = tx.expired_leases(at(20), 10)
+        assert [r.run_id for r in expired] == ["run-2", "run-1"]
+        assert [(r.lease_owner, r.lease_expires_at) for r in expired] == [
+            ("w2", at(11)),
+            ("w1", at(12)),
+        ]
+        assert [r.run_id for r in tx.expired_leases(at(20), 1)] == ["run-2"]
+        assert tx.expired_leases(at(11), 10) == []
+
+
+def test_recovery_requeues_or_fails_a_run_whose_lease_it_saw(open_store: Factory) -> None:
+    """A recovered run goes back to the queue (claimable again, the attempt counted) or
+    fails for good; a holder that heartbeated since the reaper looked keeps its run."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event())
+        tx.insert_run(run("k-1", "run-1", created=at(1)))
+        tx.insert_run(run("k-2", "run-2", created=at(2)))
+        tx.insert_run(run("k-3", "run-3", created=at(3)))
+        tx.claim_next_run("w1", at(10))
+        tx.claim_next_run("w2", at(10))
+        tx.claim_next_run("w3", at(10))
+        tx.start_run("run-2", "w2", at(4))
+        seen = {r.run_id: r for r in tx.expired_leases(at(11), 10)}
+        assert sorted(seen) == ["run-1", "run-2", "run-3"]
+        assert tx.heartbeat("run-3", "w3", at(40))  # w3 is alive after all
+        assert tx.recover_run(seen["run-3"], "queued", at(11), "lease expired") is False
+        assert tx.recover_run(seen["run-1"], "queued", at(11), "lease expired") is True
+        assert tx.recover_run(seen["run-2"], "failed", at(11), "lease expired") is True
+        requeued, failed, kept = (tx.get_run(f"run-{n}") for n in (1, 2, 3))
+        assert requeued is not None and failed is not None and kept is not None
+        assert (requeued.state, requeued.lease_owner, requeued.lease_expires_at) == (
+            "queued",
+            None,
+            None,
+        )
+        assert (requeued.finished_at, requeued.error) == (None, "lease expired")
+        assert (failed.state, failed.finished_at, failed.error) == (
+            "failed",
+            at(11),
+            "lease expired",
+        )
+        assert (failed.lease_owner, failed.lease_expires_at) == (None, None)
+        assert (kept.state, kept.lease_owner, kept.lease_expires_at) == ("claimed", "w3", at(40))
+        again = tx.claim_next_run("w4", at(50))
+        assert again is not None and (again.run_id, again.attempts) == ("run-1", 2)
+        assert tx.claim_next_run("w5", at(50)) is None  # the failed run stays failed
+
+
+# ---- journal and outbox ----------------------------------------------------------------
+
+
+def test_journal_reads_back_by_entity_and_position(open_store: Factory) -> None:
+    """Each append answers a larger seq; entries read back whole (data as JSON values),
+    filtered by entity, entity id and position, in append order, up to the limit."""
+    store = open_store()
+    full = JournalEntry(
+        at=at(1),
+        entity="run",
+        entity_id="run-1",
+        action="finish",
+        actor="worker:w1",
+        from_state="running",
+        to_state="succeeded",
+        rules_digest="sha256:abc",
+        note="done",
+        data={"result": {"n": [1, 2]}, "ok": True, "ü": None},
+    )
+    specs = [("run", "run-1"), ("proposal", "p-1"), ("run", "run-2"), ("run", "run-1")]
+    with store.write() as tx:
+        seqs = [tx.append_journal(full)]
+        for entity, entity_id in specs:
+            seqs.append(tx.append_journal(JournalEntry(at(2), entity, entity_id, "x", "system")))
+    assert seqs == sorted(set(seqs))
+    with store.read() as tx:
+        first = tx.list_journal(1)
+        assert first == [dataclasses.replace(full, seq=seqs[0])]
+        assert [e.seq for e in tx.list_journal(10)] == seqs
+        assert [e.seq for e in tx.list_journal(10, entity="run")] == [
+            seqs[0],
+            seqs[1],
+            seqs[3],
+            seqs[4],
+        ]
+        assert [e.seq for e in tx.list_journal(10, entity="run", entity_id="run-1")] == [
+            seqs[0],
+            seqs[1],
+            seqs[4],
+        ]
+        assert [e.seq for e in tx.list_journal(10, entity_id="p-1")] == [seqs[2]]
+        assert [e.seq for e in tx.list_journal(10, after=seqs[1], entity="run")] == [
+            seqs[3],
+            seqs[4],
+        ]
+        assert [e.seq for e in tx.list_journal(2, after=seqs[0])] == seqs[1:3]
+        assert tx.list_journal(10, after=seqs[-1]) == []
+        assert tx.list_journal(10, entity="loop") == []
+        assert tx.list_journal(10, entity="run")[1].data is None
+
+
+def test_outbox_is_pending_in_enqueue_order(open_store: Factory) -> None:
+    """Pending outbox items come in the order they were enqueued, whole, up to the limit;
+    a published one is no longer pending."""
+    store = open_store()
+    with store.write() as tx:
+        for n in range(3):
+            tx.enqueue_outbox({"eventId": f"x-{n}", "n": n}, f"run-{n}", "chain", at(n))
+        tx.enqueue_outbox({"eventId": "x-3"}, None, "operator:alice", at(3))
+        pending = tx.pending_outbox(10)
+        assert [item.event["eventId"] for item in pending] == ["x-0", "x-1", "x-2", "x-3"]
+        assert [item.seq for item in pending] == sorted({item.seq for item in pending})
+        first = pending[0]
+        assert (first.event, first.origin_run, first.actor, first.created_at) == (
+            {"eventId": "x-0", "n": 0},
+            "run-0",
+            "chain",
+            at(0),
+        )
+        assert pending[3].origin_run is None
+        assert [item.seq for item in tx.pending_outbox(2)] == [pending[0].seq, pending[1].seq]
+        assert tx.mark_published(pending[1].seq, at(5)) is True
+        assert tx.mark_published(10_000, at(5)) is False
+    with store.read() as tx:
+        left = [item.event["eventId"] for item in tx.pending_outbox(10)]
+    assert left == ["x-0", "x-2", "x-3"]
+
+
+# ---- the scheduler -----------------------------------------------------------------------
+
+
+def test_enabled_since_is_kept_while_a_loop_stays_on(open_store: Factory) -> None:
+    """`enabled_since` is when the loop last turned on: kept while it stays on, set anew
+    only when it turns on again after being off. Loop states list by loop name."""
+    store = open_store()
+    with store.write() as tx:
+        assert tx.get_loop_state("nightly") is None
+        tx.set_loop_enabled("nightly", True, at(1), at(1))
+        state = tx.get_loop_state("nightly")
+        assert state is not None
+        assert (state.enabled, state.enabled_since, state.cursor, state.last_slot) == (
+            True,
+            at(1),
+            None,
+            None,
+        )
+        assert (state.paused, state.pause_note, state.paused_by) == (False, "", None)
+        tx.set_loop_enabled("nightly", True, at(2), at(2))  # still on: since kept
+        state = tx.get_loop_state("nightly")
+        assert state is not None and (state.enabled_since, state.updated_at) == (at(1), at(2))
+        tx.set_loop_enabled("nightly", False, at(3), at(3))  # off
+        state = tx.get_loop_state("nightly")
+        assert state is not None and state.enabled is False
+        tx.set_loop_enabled("nightly", True, at(4), at(4))  # on again: since reset
+        state = tx.get_loop_state("nightly")
+        assert state is not None and (state.enabled, state.enabled_since) == (True, at(4))
+        tx.set_loop_enabled("hourly", True, at(5), at(5))
+        tx.set_loop_enabled("a-loop", False, at(5), at(5))
+    with store.read() as tx:
+        assert [s.loop for s in tx.list_loop_states()] == ["a-loop", "hourly", "nightly"]
+        assert [s.enabled for s in tx.list_loop_states()] == [False, True, True]
+
+
+def test_the_cursor_never_moves_backward(open_store: Factory) -> None:
+    """The cursor and the last fired slot only move forward, whichever writer comes last;
+    no last slot leaves it as it was; an unknown loop is left alone."""
+    store = open_store()
+    with store.write() as tx:
+        tx.set_loop_enabled("nightly", True, at(0), at(0))
+        tx.advance_cursor("nightly", at(10), at(10), at(20))
+        tx.advance_cursor("nightly", at(5), at(5), at(21))  # a slower writer: ignored
+        state = tx.get_loop_state("nightly")
+        assert state is not None
+        assert (state.cursor, state.last_slot, state.updated_at) == (at(10), at(10), at(21))
+        tx.advance_cursor("nightly", at(15), None, at(22))  # skipped up to 15: no fire
+        state = tx.get_loop_state("nightly")
+        assert state is not None and (state.cursor, state.last_slot) == (at(15), at(10))
+        tx.advance_cursor("nightly", at(12), at(12), at(23))  # cursor stays, slot moves on
+        state = tx.get_loop_state("nightly")
+        assert state is not None and (state.cursor, state.last_slot) == (at(15), at(12))
+        tx.advance_cursor("ghost", at(10), at(10), at(20))
+        assert tx.get_loop_state("ghost") is None
+
+
+def test_pauses_and_skipped_ranges(open_store: Factory) -> None:
+    """A pause records its note and who paused (only for a known loop); a skipped range
+    is recorded once per loop, first slot and reason, and listed by first slot once its
+    last slot is at or after `since`."""
+    store = open_store()
+    with store.write() as tx:
+        assert tx.set_paused("nightly", True, "maintenance", "operator:alice", at(1)) is False
+        tx.set_loop_enabled("nightly", True, at(0), at(0))
+        assert tx.set_paused("nightly", True, "maintenance", "operator:alice", at(1)) is True
+        state = tx.get_loop_state("nightly")
+        assert state is not None
+        assert (state.paused, state.pause_note, state.paused_by, state.updated_at) == (
+            True,
+            "maintenance",
+            "operator:alice",
+            at(1),
+        )
+        assert tx.set_paused("nightly", False, "", None, at(2)) is True
+        state = tx.get_loop_state("nightly")
+        assert state is not None and (state.paused, state.pause_note, state.paused_by) == (
+            False,
+            "",
+            None,
+        )
+        late = SkipRecord("nightly", at(20), at(29), 10, "paused", at(30))
+        early = SkipRecord("nightly", at(10), at(14), 5, "paused", at(15))
+        assert tx.insert_skip(late) is True
+        assert tx.insert_skip(early) is True
+        assert tx.insert_skip(SkipRecord("nightly", at(10), at(19), 10, "paused", at(31))) is False
+        overlap = SkipRecord("nightly", at(10), at(11), 2, "in_flight", at(31))
+        assert tx.insert_skip(overlap) is True  # another reason is another range
+        assert tx.insert_skip(SkipRecord("hourly", at(10), at(14), 5, "paused", at(15)))
+    with store.read() as tx:
+        listed = tx.list_skips("nightly", at(0))
+        assert [s.first_slot for s in listed] == [at(10), at(10), at(20)]
+        assert set(listed) == {early, overlap, late}
+        assert tx.list_skips("nightly", at(14)) == [early, late]
+        assert tx.list_skips("nightly", at(15)) == [late]
+        assert tx.list_skips("nightly", at(30)) == []
+        assert tx.list_skips("weekly", at(0)) == []
+
+
+# ---- transactions ------------------------------------------------------------------------
+
+
+def test_a_failed_savepoint_rolls_back_alone(open_store: Factory) -> None:
+    """Writes inside a savepoint that raises (an error of ours or one the database
+    raises) roll back alone; the transaction goes on and commits the rest."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event("e-1"))
+        with pytest.raises(RuntimeError), tx.savepoint():
+            tx.insert_event(event("e-2"))
+            tx.append_journal(JournalEntry(at(1), "event", "e-2", "admit", "system"))
+            raise RuntimeError("boom")
+        with pytest.raises(DB_ERRORS), tx.savepoint():
+            tx.insert_event(event("e-3"))
+            tx.insert_run(run(event_id="no-such-event"))  # refused: no such event
+        with tx.savepoint():
+            tx.insert_event(event("e-4"))
+            with pytest.raises(RuntimeError), tx.savepoint():
+                tx.insert_event(event("e-5"))
+                raise RuntimeError("inner")
+        tx.append_journal(JournalEntry(at(2), "event", "e-1", "admit", "system"))
+    with store.read() as tx:
+        assert sorted(e.event_id for e in tx.list_events(10)) == ["e-1", "e-4"]
+        assert [e.entity_id for e in tx.list_journal(10)] == ["e-1"]
+        assert tx.list_runs(10) == []
+
+
+def test_a_read_is_one_snapshot(open_store: Factory) -> None:
+    """What a read sees does not change under it while another connection commits; the
+    next read sees the commit."""
+    reader, writer = open_store(), open_store()
+    with writer.write() as tx:
+        tx.insert_event(event("e-1"))
+    with reader.read() as tx:
+        assert [e.event_id for e in tx.list_events(10)] == ["e-1"]
+        with writer.write() as wtx:
+            wtx.insert_event(event("e-2", admitted=at(1)))
+        assert [e.event_id for e in tx.list_events(10)] == ["e-1"]
+        assert tx.get_event("e-2") is None
+    with reader.read() as tx:
+        assert [e.event_id for e in tx.list_events(10)] == ["e-2", "e-1"]
+
+
+def test_a_read_writes_nothing(open_store: Factory) -> None:
+    """A read is read-only: a write attempted inside it is refused and nothing of it is
+    kept, even when the caller goes on."""
+    store = open_store()
+    with pytest.raises(DB_ERRORS), store.read() as tx:
+        tx.insert_event(event())
+    with store.read() as tx:
+        assert tx.list_events(10) == []
+
+
+def promptly(step: Callable[[], R]) -> R:
+    """Run `step` in a thread and answer its result; fail when it has not finished
+    within PROMPT_S (it was waiting for a lock it should not wait for)."""
+    results: list[R] = []
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            results.append(step())
+        except BaseException as err:  # re-raised by the test
+            errors.append(err)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(PROMPT_S)
+    assert not thread.is_alive(), f"the step did not finish within {PROMPT_S}s: it waited"
+    if errors:
+        raise errors[0]
+    return results[0]
+
+
+class Holder:
+    """Holds one exclusive write transaction open in a thread until the block ends."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.held, self.release = threading.Event(), threading.Event()
+        self.errors: list[BaseException] = []
+        self.thread = threading.Thread(target=self._hold)
+
+    def _hold(self) -> None:
+        try:
+            with self.store.write() as tx:
+                tx.insert_event(event("held", admitted=at(9)))
+                self.held.set()
+                self.release.wait(30)
+        except BaseException as err:  # reported by the test
+            self.errors.append(err)
+            self.held.set()
+
+    def __enter__(self) -> Holder:
+        self.thread.start()
+        assert self.held.wait(PROMPT_S), "the holder never opened its transaction"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.thread.join(PROMPT_S)
+        assert not self.thread.is_alive() and self.errors == []
+
+
+def test_exclusive_writers_are_serialised(open_store: Factory) -> None:
+    """A second exclusive writer waits until the first commits, and then sees what the
+    first wrote (so a check it makes stays true until it commits)."""
+    first, second = open_store(), open_store()
+    seen: list[bool] = []
+    entered = threading.Event()
+
+    def write_second() -> None:
+        with second.write() as tx:
+            entered.set()
+            seen.append(tx.get_event("held") is not None)
+
+    with Holder(first) as holder:
+        waiter = threading.Thread(target=write_second)
+        waiter.start()
+        try:
+            assert not entered.wait(0.5), "a second exclusive writer did not wait"
+        finally:
+            holder.release.set()
+            waiter.join(PROMPT_S)
+    assert not waiter.is_alive() and entered.is_set()
+    assert seen == [True]
+
+
+def test_lease_steps_do_not_wait_for_an_exclusive_writer(
+    open_store: Factory, database: str
+) -> None:
+    """A worker's claim, start, heartbeat and journal append (a non-exclusive write) go
+    through while another process holds an exclusive write open."""
+    if not on_postgres(database):
+        pytest.skip("SQLite serialises every writer; only PostgreSQL runs lease steps beside")
+    setup, planner, worker = open_store(), open_store(), open_store()
+    with setup.write() as tx:
+        tx.insert_event(event())
+        tx.insert_run(run())
+
+    def lease_steps() -> tuple[bool, bool]:
+        with worker.write(exclusive=False) as tx:
+            claimed = tx.claim_next_run("w1", at(30))
+            assert claimed is not None and claimed.run_id == "run-1"
+            started = tx.start_run("run-1", "w1", at(1))
+            beat = tx.heartbeat("run-1", "w1", at(40))
+            tx.append_journal(JournalEntry(at(1), "run", "run-1", "start", "worker:w1"))
+        return started, beat
+
+    with Holder(planner):
+        assert promptly(lease_steps) == (True, True)
+    with setup.read() as tx:
+        started = tx.get_run("run-1")
+        assert started is not None
+        assert (started.state, started.lease_owner, started.lease_expires_at) == (
+            "running",
+            "w1",
+            at(40),
+        )
+        assert [e.action for e in tx.list_journal(10)] == ["start"]
+        assert tx.get_event("held") is not None
+
+
+def test_a_heartbeat_beside_the_reaper_keeps_the_run(open_store: Factory, database: str) -> None:
+    """A heartbeat committed while the reaper (an exclusive writer) holds the lease it saw
+    as expired wins: the reaper's recovery finds the lease changed and moves nothing."""
+    if not on_postgres(database):
+        pytest.skip("SQLite serialises every writer: no heartbeat lands inside the reaper's")
+    reaper, worker = open_store(), open_store()
+    with reaper.write() as tx:
+        tx.insert_event(event())
+        tx.insert_run(run())
+        tx.claim_next_run("w1", at(10))
+
+    def beat() -> bool:
+        with worker.write(exclusive=False) as wtx:
+            return wtx.heartbeat("run-1", "w1", at(40))
+
+    with reaper.write() as tx:
+        (seen,) = tx.expired_leases(at(11), 10)
+        assert promptly(beat) is True
+        assert tx.recover_run(seen, "queued", at(11), "lease expired") is False
+    with reaper.read() as tx:
+        kept = tx.get_run("run-1")
+    assert kept is not None
+    assert (kept.state, kept.lease_owner, kept.lease_expires_at) == ("claimed", "w1", at(40))
