@@ -153,6 +153,8 @@ class Tx(Protocol):
 
 
 class Store(Protocol):
+    dialect: str  # "sqlite" or "postgresql"
+
     def write(self, exclusive: bool = True) -> AbstractContextManager[Tx]:
         """A write transaction. Exclusive writers are serialised across every process of
         the database, so what one reads stays true until it commits. A non-exclusive

@@ -57,6 +57,8 @@ def pyformat(sql: str) -> str:
 class PostgresStore:
     """`engine.store.ports.Store` over a PostgreSQL database."""
 
+    dialect = "postgresql"
+
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.RLock()
@@ -96,7 +98,7 @@ class PostgresStore:
             )
             cur.execute("SELECT version FROM schema_migrations")
             done = {row["version"] for row in cur.fetchall()}
-            for version, sql in migrations("postgresql"):
+            for version, sql in migrations(self.dialect):
                 if version in done:
                     continue
                 cur.execute(sql.encode("utf-8"))  # several statements, no parameters
@@ -113,14 +115,14 @@ class PostgresStore:
             cur = self._conn.cursor()
             if exclusive:
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            yield SqlTx(cur, "postgresql", pyformat)
+            yield SqlTx(cur, self.dialect, pyformat)
 
     @contextmanager
     def read(self) -> Iterator[SqlTx]:
         with self._lock, self._connection().transaction():
             cur = self._conn.cursor()
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            yield SqlTx(cur, "postgresql", pyformat)
+            yield SqlTx(cur, self.dialect, pyformat)
 
     def close(self) -> None:
         with self._lock:

@@ -20,6 +20,8 @@ BUSY_TIMEOUT_MS = 30_000
 class SqliteStore:
     """`engine.store.ports.Store` over a SQLite file."""
 
+    dialect = "sqlite"
+
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         if str(path) != ":memory:":

@@ -1,6 +1,6 @@
 """`engine schedule` and `engine doctor` as a user runs them, on a copy of
 tests/data/scheduling and a database a runtime has already written (ENGINE_NOW fixes
-the clock each command starts from)."""
+the clock each command starts from). Every test runs on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -35,15 +35,15 @@ AUTO_LOOP = """\
 class Tree:
     """A copy of the scheduling tree and its database, and the `engine` command on them."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, db: str) -> None:
         self.root = root
-        self.db = root / "engine.db"
+        self.db = db
         self.overlay = root / "config" / "schedule.yaml"
 
     def argv(self) -> list[str]:
         return [
             "--db",
-            str(self.db),
+            self.db,
             "--rules",
             str(self.root / "loops"),
             "--registry",
@@ -79,13 +79,14 @@ class Tree:
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Tree:
-    """The copy, with a runtime that started at 00:59:59 and ran its 01:00 pass."""
+def tree(tmp_path: Path, database: str) -> Tree:
+    """The copy, with a runtime that started at 00:59:59 and ran its 01:00 pass, on a
+    database of each backend in turn."""
     shutil.copytree(TREE, tmp_path / "tree")
-    found = Tree(tmp_path / "tree")
+    found = Tree(tmp_path / "tree", database)
     clock = [STARTED]
     paths = Paths(found.root / "loops", found.root / "registry", found.root / "config")
-    service = open_service(str(found.db), paths, clock=lambda: clock[0])
+    service = open_service(found.db, paths, clock=lambda: clock[0])
     service.pump()
     clock[0] = datetime(2026, 11, 30, 1, 0, 1, tzinfo=UTC)
     service.pump()

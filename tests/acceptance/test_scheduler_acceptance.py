@@ -198,6 +198,8 @@ def test_two_serves_on_one_database_converge_on_one_run_per_slot(
     with ThreadPoolExecutor(2) as pool:
         one, two = pool.map(lambda _: serve_clock.start(None, "--no-worker", config=config), "ab")
     both_up = datetime.now(UTC)
+    backend = "postgresql" if serve_clock.db.startswith("postgresql://") else "sqlite"
+    assert [get(serve, "/status")["database"] for serve in (one, two)] == [backend] * 2
     later = (both_up + timedelta(seconds=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
     fired = wait_ticks(two, "pulse", lambda found: slots(found)[-1:] >= [later])
     replay = {k: fired[0][k] for k in ("eventId", "type", "source", "subject", "payload")}

@@ -73,6 +73,7 @@ async def status(request: web.Request) -> web.Response:
         {
             **found,
             "version": wire.version(),
+            "database": service(request).rt.store.dialect,
             "signedIntake": config.event_secret is not None,
             "githubIntake": bool(config.github_secrets),
             "operatorRoutes": bool(config.operators),
