@@ -39,7 +39,9 @@ OCCURRED = "2026-12-01T10:00:00.000000Z"
 INSERT = {
     "events": "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,1)",
     "decisions": "INSERT INTO decisions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-    "occurrences": "INSERT INTO occurrences VALUES (?,?,?,?)",
+    "occurrences": "INSERT INTO occurrences (event_id, loop, state, updated_at, "
+    "occurrence_key, repo, window, decision, evidence, reserved, created_at) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
     "proposals": "INSERT INTO proposals VALUES (?,?,?,?,?,?,?,?,NULL,NULL,'')",
     "journal": "INSERT INTO journal (at, entity, entity_id, action, from_state, to_state, "
     "actor, rules_digest, note, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -100,7 +102,17 @@ def tick_rows(loops: int) -> Rows:
         rows["decisions"].append(
             (event, "propose", None, ref, loop, None, 0, 0, rule, NOTE, DIGEST, AT)
         )
-        rows["occurrences"].append((event, loop, "awaiting_approval", AT))
+        snapshot = {
+            "active": 0, "failures": 0, "findings": 0, "freeze": False, "in_flight": 0,
+            "last_decision": None, "last_outcome": None, "last_state": None, "loop": loop,
+            "nothing_streak": 0, "now": AT, "occurrences": 0, "paused": False,
+            "payload": json.loads(payload), "repo": None,
+        }  # fmt: skip
+        rows["occurrences"].append(
+            (event, loop, "awaiting_approval", AT, f"{loop}|-|{SLOT}", None, SLOT,
+             "run_readonly_check", _dumps({"rule": None, "snapshot": snapshot}),
+             _dumps({"runs": 1, "wall_clock_seconds": 600}), AT)
+        )  # fmt: skip
         rows["proposals"].append((proposal, event, loop, ref, "open", 0, 0, AT))
         admitted = {"loop": loop, "source": "schedule", "type": EVENT_TYPE}
         decided = {"definition": ref, "loop": loop, "reason": None, "rule": rule}

@@ -13,6 +13,12 @@ CODES: dict[str, str] = {
     "E0103": "loop without a trigger",
     "E0104": "loop must emit exactly one event type",
     "E0105": "wrong arguments or value for a setting",
+    # triage tables (a loop's `triage` block)
+    "E0110": "unknown triage decision",
+    "E0111": "a rule promotes a finding",
+    "E0112": "candidate finding without a key",
+    "E0113": "key or category on a decision that takes none",
+    "E0114": "unreachable triage line",
     # values and references to the registry
     "E0201": "unparseable duration or cadence",
     "E0202": "bad cron expression",

@@ -12,11 +12,13 @@ from dsl.expr import Expr, ObjectExpr
 
 @dataclass(frozen=True, slots=True)
 class Arg:
-    """One argument of a loop setting: a bare word, a quoted string or an integer."""
+    """One argument of a loop setting: a bare word, a quoted string, or `name=value`
+    (kind "assign": `value` is the name, `assigned` the word after `=`)."""
 
-    kind: str  # "word" | "string" | "int"
+    kind: str  # "word" | "string" | "assign"
     value: str
     span: Span
+    assigned: Arg | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +46,35 @@ class Emit:
 
 
 @dataclass(frozen=True, slots=True)
+class TriageLine:
+    """`DECISION [if|unless EXPR] [note STRING] [key STRING] [category WORD]`."""
+
+    decision: str
+    decision_span: Span
+    guard: Guard | None
+    note: str | None
+    key: Expr | None  # a string template (Literal or Template)
+    key_span: Span | None
+    category: str | None
+    category_span: Span | None
+
+
+@dataclass(frozen=True, slots=True)
+class TriageDecl:
+    """A loop's `triage` block: its lines in order (the first match wins)."""
+
+    lines: tuple[TriageLine, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class LoopDecl:
     name: str  # may hold `{var.field}` placeholders inside a `for` block
     name_span: Span
     emits: tuple[Emit, ...]
     settings: tuple[Setting, ...]
     span: Span
+    triage: tuple[TriageDecl, ...] = ()  # more than one is an error the compiler reports
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,7 +126,11 @@ def _syntax_diagnostic(err: UnexpectedInput, path: str, text: str) -> tuple[Span
             return span, "unexpected end of file", _describe_hint(err.expected)
         if token.type == "_INDENT":
             span = Span(path, line + 1, 1)
-            return span, "unexpected indentation", "only loop, for, chain and webhook blocks indent"
+            return (
+                span,
+                "unexpected indentation",
+                "only loop, for, chain, webhook and triage blocks indent",
+            )
         invisible = token.type in ("_NL", "_DEDENT")  # no text of their own to quote
         shown = _TOKEN_NAMES[token.type] if invisible else repr(str(token).strip())
         return span, f"unexpected {shown}", _describe_hint(err.expected)
@@ -233,11 +237,12 @@ class _Builder(Transformer[Token, Any]):
         return m.RuleFile(self._file, tuple(decls))
 
     # ---- loops ---------------------------------------------------------------
-    def loop(self, name: Token, *lines: m.Emit | m.Setting) -> m.LoopDecl:
+    def loop(self, name: Token, *lines: m.Emit | m.Setting | m.TriageDecl) -> m.LoopDecl:
         emits = tuple(line for line in lines if isinstance(line, m.Emit))
         settings = tuple(line for line in lines if isinstance(line, m.Setting))
+        triage = tuple(line for line in lines if isinstance(line, m.TriageDecl))
         span = self._span(name)
-        return m.LoopDecl(str(name), span, emits, settings, Span(self._file, span.line, 1))
+        return m.LoopDecl(str(name), span, emits, settings, Span(self._file, span.line, 1), triage)
 
     def setting(self, key: Token, *args: Token | m.Arg) -> m.Setting:
         built = tuple(a if isinstance(a, m.Arg) else self._word(a) for a in args)
@@ -248,6 +253,42 @@ class _Builder(Transformer[Token, Any]):
 
     def arg_string(self, token: Token) -> m.Arg:
         return m.Arg("string", _unquote(token), self._span(token))
+
+    def arg_assign(self, name: Token, value: Token) -> m.Arg:
+        return m.Arg("assign", str(name), self._span(name), self._word(value))
+
+    # ---- triage ----------------------------------------------------------------
+    def triage(self, keyword: Token, *lines: m.TriageLine) -> m.TriageDecl:
+        return m.TriageDecl(tuple(lines), self._span(keyword))
+
+    def triage_line(
+        self,
+        decision: Token,
+        guard: m.Guard | None,
+        note: Token | None,
+        key: Token | None,
+        category: Token | None,
+    ) -> m.TriageLine:
+        key_expr = self.string(key) if key is not None else None
+        return m.TriageLine(
+            str(decision),
+            self._span(decision),
+            guard,
+            _unquote(note) if note is not None else None,
+            key_expr,
+            self._span(key) if key is not None else None,
+            str(category) if category is not None else None,
+            self._span(category) if category is not None else None,
+        )
+
+    def triage_note(self, token: Token) -> Token:
+        return token
+
+    def triage_key(self, token: Token) -> Token:
+        return token
+
+    def triage_category(self, token: Token) -> Token:
+        return token
 
     def where(self, expr: ex.Expr) -> ex.Expr:
         return expr

@@ -250,7 +250,7 @@ def _sections(
         elif isinstance(section, kind):
             out[key] = section
         else:
-            shape = "a mapping" if kind is dict else "a list"
+            shape = {dict: "a mapping", list: "a list", bool: "true or false"}[kind]
             collector.error("E0902", f"'{key}' must be {shape}", node_span(name, data, key))
             return None
     return name, out
@@ -386,9 +386,18 @@ def load_schedule(
 ) -> tuple[list[Located[tuple[str, OverlayEntry]]], list[Located[HostClock]]]:
     """config/schedule.yaml, read once: its `schedules:` overlay entries and its
     `host_clocks:` (seed 1 §15), each validated with its place."""
-    found = _sections(config / "schedule.yaml", {"schedules": dict, "host_clocks": dict}, collector)
+    overlay, clocks, _ = load_schedule_settings(config, collector)
+    return overlay, clocks
+
+
+def load_schedule_settings(
+    config: Path, collector: Collector
+) -> tuple[list[Located[tuple[str, OverlayEntry]]], list[Located[HostClock]], bool]:
+    """config/schedule.yaml: as `load_schedule`, and its top-level `release_freeze`."""
+    kinds = {"schedules": dict, "host_clocks": dict, "release_freeze": bool}
+    found = _sections(config / "schedule.yaml", kinds, collector)
     if found is None:
-        return [], []
+        return [], [], False
     file, sections = found
     overlay: list[Located[tuple[str, OverlayEntry]]] = []
     section = sections["schedules"]
@@ -406,7 +415,7 @@ def load_schedule(
         clock = validate(HostClock, data, file, body, collector, "E0805", at=span)
         if clock is not None:
             clocks.append(Located(clock, span, _key_spans(file, body)))
-    return overlay, clocks
+    return overlay, clocks, bool(sections["release_freeze"])
 
 
 # ---- rules ---------------------------------------------------------------------------
@@ -443,7 +452,7 @@ def load_tree(paths: Paths, fast: bool = False) -> Tree:
     definitions = load_definitions(paths.registry, collector, fast)
     contracts = load_contracts(paths.registry, collector)
     repos = load_repos(paths.config, collector)
-    overlay, host_clocks = load_schedule(paths.config, collector)
+    overlay, host_clocks, release_freeze = load_schedule_settings(paths.config, collector)
     return Tree(
         rule_files=rule_files,
         event_types=event_types,
@@ -454,6 +463,7 @@ def load_tree(paths: Paths, fast: bool = False) -> Tree:
         digest=digest(paths),
         collector=collector,
         host_clocks=host_clocks,
+        release_freeze=release_freeze,
     )
 
 

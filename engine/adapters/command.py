@@ -22,6 +22,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.adapters import workspaces
 from engine.core.registry import PARAM_PATTERNS, PLACEHOLDER, Definition, Param
 from engine.errors import Unprocessable
 from engine.service.runs import Execution
@@ -95,14 +96,31 @@ def param_value(name: str, param: Param, payload: Mapping[str, Any]) -> str:
     return text
 
 
+def _values(
+    definition: Definition, builtins: Mapping[str, str], payload: Mapping[str, Any]
+) -> dict[str, str]:
+    values = dict(builtins)
+    for name, param in definition.params.items():
+        values[name] = param_value(name, param, payload)
+    return values
+
+
 def build_argv(
     definition: Definition, builtins: Mapping[str, str], payload: Mapping[str, Any]
 ) -> list[str]:
     """Fill the template element by element; raises ArgumentRefused."""
-    values = dict(builtins)
-    for name, param in definition.params.items():
-        values[name] = param_value(name, param, payload)
+    values = _values(definition, builtins, payload)
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], item) for item in definition.argv]
+
+
+def workspace_path(
+    definition: Definition, builtins: Mapping[str, str], payload: Mapping[str, Any]
+) -> Path | None:
+    """The definition's workspace, its template filled like argv; raises ArgumentRefused."""
+    if definition.workspace is None:
+        return None
+    values = _values(definition, builtins, payload)
+    return Path(PLACEHOLDER.sub(lambda m: values[m.group(1)], definition.workspace.path))
 
 
 def build_env(
@@ -213,9 +231,22 @@ class CommandAdapter:
         stderr = job.run_dir / STDERR
         _write_command(job.run_dir, argv, env)
         try:
-            code = await _run(argv, env, job.run_dir, stdout, stderr, definition.timeout_seconds)
+            place = await asyncio.to_thread(
+                workspaces.enter,
+                definition,
+                workspace_path(definition, builtins_for(job), job.event.payload),
+                job.run_dir,
+            )
+        except ArgumentRefused as err:
+            return Execution(result=None, error=f"refused, nothing was run: {err.message}")
+        except workspaces.WorkspaceRefused as err:
+            return Execution(result=None, error=str(err), workspace_refused=True)
+        try:
+            code = await _run(argv, env, place.cwd, stdout, stderr, definition.timeout_seconds)
         except OSError as err:
             return Execution(result=None, error=f"cannot start {argv[0]!r}: {err}")
+        finally:
+            await asyncio.to_thread(place.leave)
         if code is None:
             killed = f"timed out after {definition.timeout}; its process group was killed"
             return Execution(result=None, error=killed, timed_out=True, artifact=str(stdout))

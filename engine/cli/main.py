@@ -27,11 +27,15 @@ COMMANDS = {
     "proposals": "engine.cli.operate",
     "approve": "engine.cli.operate",
     "reject": "engine.cli.operate",
+    "cancel": "engine.cli.operate",
+    "findings": "engine.cli.findings",
+    "shadow": "engine.cli.findings",
     "runs": "engine.cli.inspect",
     "events": "engine.cli.inspect",
     "journal": "engine.cli.inspect",
     "schedule": "engine.cli.schedule",
     "doctor": "engine.cli.doctor",
+    "stats": "engine.cli.stats",
     "demo": "engine.cli.demo",
 }
 

@@ -41,17 +41,24 @@ def register(sub: Any) -> None:
 
     p = parser_for(sub, "approve", "approve an open proposal and queue its run", APPROVE)
     p.add_argument("id", metavar="ID")
-    _add_as(p)
+    add_as(p)
     p.add_argument("--note", default="", metavar="TEXT", help="recorded with the approval")
     add_db_options(p)
     p.set_defaults(handler=guarded(run_approve))
 
     p = parser_for(sub, "reject", "reject an open proposal; nothing runs", REJECT)
     p.add_argument("id", metavar="ID")
-    _add_as(p)
+    add_as(p)
     p.add_argument("--reason", required=True, metavar="TEXT", help="why (required)")
     add_db_options(p)
     p.set_defaults(handler=guarded(run_reject))
+
+    p = parser_for(sub, "cancel", "cancel a run that has not ended", CANCEL)
+    p.add_argument("id", metavar="RUN")
+    add_as(p)
+    p.add_argument("--note", default="", metavar="TEXT", help="recorded with the cancel")
+    add_db_options(p)
+    p.set_defaults(handler=guarded(run_cancel))
 
 
 LIST = "Proposals waiting for an operator (or in any state with --state), newest first."
@@ -61,9 +68,15 @@ APPROVE = (
     "anyone who is not an operator."
 )
 REJECT = "Reject an open proposal with a reason; its occurrence ends and nothing runs."
+CANCEL = (
+    "Cancel a queued, claimed or running run: it ends `cancelled` with the operator in "
+    "the journal, its worker stops the execution at its next heartbeat, and its "
+    "occurrence ends `cancelled`. An operator's cancel never counts as a failure toward "
+    "the loop's circuit breaker. A run that already ended is refused (exit 1)."
+)
 
 
-def _add_as(parser: argparse.ArgumentParser) -> None:
+def add_as(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--as",
         dest="operator",
@@ -117,3 +130,11 @@ def run_reject(args: argparse.Namespace) -> int:
         proposal = service.reject(args.id, actor, args.reason)
         message = f"rejected {proposal.proposal_id} as {actor}"
         return output({"proposal": wire.record(proposal)}, args.json, lambda: print(message))
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    actor = actor_of(args.operator)
+    with opened(args) as service:
+        run = service.cancel(args.id, actor, args.note)
+        message = f"cancelled {run.run_id} as {actor}"
+        return output({"run": wire.record(run)}, args.json, lambda: print(message))

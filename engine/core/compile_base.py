@@ -79,7 +79,14 @@ class CompilerBase:
             self.definitions[ref] = d.value
         for r in self.tree.repos:
             name, entry = r.value
-            self.repos[name] = Repo(name, entry.github, entry.base, entry.report_only)
+            self.repos[name] = Repo(
+                name,
+                entry.github,
+                entry.base,
+                entry.report_only,
+                disabled=entry.disabled,
+                frozen=entry.frozen,
+            )
 
     def _known_type(self, name: str, span: Span) -> bool:
         if name in self.event_types:

@@ -3,13 +3,15 @@ effective loop (after the overlay)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from dsl import expr as ex
 from dsl.diagnostics import Span
 from dsl.model import Emit, ForEach, LoopDecl
 from engine.core.compile_base import COLLECTIONS, LOOP_NAME, SAMPLE_REPO, SAMPLE_SLOT, CompilerBase
-from engine.core.loopsettings import read_settings
+from engine.core.loopsettings import read_settings, read_triage
 from engine.core.registry import EventType
 from engine.core.ruleset import (
     TICK_FIELDS,
@@ -91,6 +93,7 @@ class LoopCompiler(CompilerBase):
     def _loop(self, decl: LoopDecl, scope: dict[str, Any]) -> Loop | None:
         name = self._loop_name(decl, scope)
         draft = read_settings(decl.settings, self.c)
+        triage = read_triage(decl.triage, self.c)
         if len(decl.emits) != 1:
             at = decl.emits[1].span if decl.emits else decl.name_span
             self.c.error(
@@ -139,10 +142,25 @@ class LoopCompiler(CompilerBase):
             approval=draft.approval,
             enabled=draft.enabled,
             policy=draft.policy,
+            on_active=draft.on_active,
+            triage=triage,
             description=draft.description,
             source=Source.KERNEL,
             origin=decl.name_span,
         )
+
+    def _shadow_default(self, loops: Mapping[str, Loop]) -> dict[str, Loop]:
+        """Seed 2 §18: a loop whose routed definition is mutating runs in shadow unless
+        its rule file says `shadow off` (an overlay loop cannot, so it stays in shadow)."""
+        out: dict[str, Loop] = {}
+        for name, loop in loops.items():
+            route = self.routes.get(loop.event_type)
+            definition = self.definitions.get(route.definition) if route else None
+            mutating = definition is not None and definition.mutating
+            if mutating and not loop.policy.shadow_declared:
+                loop = replace(loop, policy=replace(loop.policy, shadow=True))
+            out[name] = loop
+        return out
 
     def _loop_name(self, decl: LoopDecl, scope: dict[str, Any]) -> str | None:
         try:

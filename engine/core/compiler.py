@@ -59,7 +59,7 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
         self._host_clocks(loops)
         self.c.raise_if_any()
         return RuleSet(
-            loops=loops,
+            loops=self._shadow_default(loops),
             routes=self.routes,
             chains=chains,
             webhooks=webhooks,
@@ -70,7 +70,15 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
             repos=self.repos,
             contracts=self.tree.contracts,
             digest=self.tree.digest,
+            release_freeze=release_freeze(self.tree),
         )
+
+
+def release_freeze(tree: Tree) -> bool:
+    """`release_freeze:` of config/schedule.yaml, as the loader reads it onto the tree
+    (`Tree.release_freeze`); False when the loader does not provide it."""
+    value = getattr(tree, "release_freeze", False)
+    return value is True
 
 
 def describe(rules: RuleSet) -> Mapping[str, Any]:

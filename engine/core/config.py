@@ -21,6 +21,8 @@ class RepoEntry(BaseModel):
     github: str = Field(pattern=GITHUB_SLUG_PATTERN)
     base: str = Field(default="main", min_length=1)
     report_only: bool = False
+    disabled: bool = False  # no mutation work is dispatched for it (stop condition)
+    frozen: bool = False  # a release freeze for this repo only (seed 2 §16)
 
 
 # Fields an overlay may change on a kernel loop (SPEC §4.8, seed 1 §8); every other

@@ -24,6 +24,16 @@ class NoopReason(StrEnum):
     SHADOW = "shadow"
     NO_ROUTE = "no_route"
     PLANNING_ERROR = "planning_error"  # planning this event failed; nothing runs
+    # The occurrence engine (docs/occurrences.md):
+    DUPLICATE_OCCURRENCE = "duplicate_occurrence"  # the window already has an occurrence
+    OCCURRENCE_ACTIVE = "occurrence_active"  # on-active return/skip: the loop is at its limit
+    COALESCED = "coalesced"  # on-active coalesce: folded into the active occurrence
+    QUIET_BACKOFF = "quiet_backoff"  # repeated nothing_to_do: the loop backs off quietly
+    STOPPED = "stopped"  # a stop condition (freeze, disabled repo, ...) holds: no mutation
+    CANDIDATE_RECORDED = "candidate_recorded"  # triage recorded a candidate finding
+    RELEASE_READY = "release_ready"
+    EXTERNAL_BLOCKER = "external_blocker"
+    HUMAN_ATTENTION_REQUIRED = "human_attention_required"
 
 
 class Actor(StrEnum):

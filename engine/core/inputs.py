@@ -37,3 +37,4 @@ class Tree:
     digest: str
     collector: Collector
     host_clocks: list[Located[HostClock]] = field(default_factory=list)
+    release_freeze: bool = False  # config/schedule.yaml `release_freeze:` (seed 2 §16)

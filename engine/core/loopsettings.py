@@ -7,22 +7,34 @@ from __future__ import annotations
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from functools import cache
 
 from croniter import croniter
 
+from dsl import expr as ex
 from dsl.diagnostics import Collector, Span, did_you_mean
-from dsl.model import Arg, Setting
+from dsl.model import Arg, Setting, TriageDecl, TriageLine
 from engine.core.durations import DurationError, parse_duration
 from engine.core.ruleset import (
     Approval,
     Backoff,
     CatchUp,
+    OnActive,
     Policy,
     StopCondition,
     Trigger,
     TriggerKind,
+)
+from engine.core.triage import (
+    DEFAULT_CATEGORY,
+    FINDING_DECISIONS,
+    HUMAN_ONLY_DECISIONS,
+    NAME_FIELDS,
+    OPEN_NAMES,
+    TRIAGE_NAMES,
+    TriageDecision,
+    TriageRule,
 )
 
 
@@ -40,6 +52,7 @@ class Draft:
     approval_span: Span | None = None
     enabled: bool = False
     policy: Policy = field(default_factory=Policy)
+    on_active: OnActive = OnActive.RETURN
     description: str = ""
     seen: dict[str, Span] = field(default_factory=dict)
 
@@ -72,10 +85,12 @@ def _duration(arg: Arg) -> int:
         ) from None
 
 
-def _count(arg: Arg, what: str) -> int:
-    if not arg.value.isdigit() or int(arg.value) < 1:
+def _count(arg: Arg, what: str, least: int = 1) -> int:
+    if not arg.value.isdigit() or int(arg.value) < least:
         raise _Bad(
-            "E0105", f"{what} must be a whole number of at least 1, not '{arg.value}'", arg.span
+            "E0105",
+            f"{what} must be a whole number of at least {least}, not '{arg.value}'",
+            arg.span,
         )
     return int(arg.value)
 
@@ -230,7 +245,8 @@ def _budget(d: Draft, s: Setting) -> None:
     for key, value in zip(s.args[::2], s.args[1::2], strict=True):
         name = _choice(key, list(_BUDGET_KEYS), "budget key")
         attr, kind = _BUDGET_KEYS[name]
-        parsed = _duration(value) if kind == "duration" else _count(value, f"budget {name}")
+        least = 0 if name == "retries-per-occurrence" else 1  # 0: no retry at all
+        parsed = _duration(value) if kind == "duration" else _count(value, f"budget {name}", least)
         budget = replace(budget, **{attr: parsed})
     d.policy = replace(d.policy, budget=budget)
 
@@ -250,17 +266,70 @@ def _circuit_breaker(d: Draft, s: Setting) -> None:
     d.policy = replace(d.policy, circuit_breaker=_count(arg, "the circuit breaker"))
 
 
+# Stop conditions that take a value: `end_date=2026-12-31`, `occurrence_count=10`.
+_VALUED = {
+    StopCondition.END_DATE: "end_date=DATE",
+    StopCondition.OCCURRENCE_COUNT: "occurrence_count=N",
+}
+
+
 def _stop_when(d: Draft, s: Setting) -> None:
     if not s.args:
         _words(s, 1, "CONDITION [CONDITION ...]")
     names = [c.value for c in StopCondition]
-    conditions = tuple(StopCondition(_choice(a, names, "stop condition")) for a in s.args)
-    d.policy = replace(d.policy, stop_when=conditions)
+    conditions: list[StopCondition] = []
+    policy = d.policy
+    for a in s.args:
+        if a.kind == "string":
+            raise _Bad("E0105", "a stop condition is a word, not a string", a.span)
+        condition = StopCondition(_choice(a, names, "stop condition"))
+        if condition in conditions:
+            raise _Bad("E0102", f"stop condition '{condition}' is listed twice", a.span)
+        conditions.append(condition)
+        usage = _VALUED.get(condition)
+        if usage is not None and a.assigned is None:
+            raise _Bad("E0105", f"'{condition}' needs a value", a.span, f"write: {usage}")
+        if usage is None and a.assigned is not None:
+            raise _Bad("E0105", f"'{condition}' takes no value", a.span, f"write: {condition}")
+        if a.assigned is not None and condition is StopCondition.END_DATE:
+            policy = replace(policy, end_at=_end_at(a.assigned))
+        elif a.assigned is not None:
+            count = _count(a.assigned, "the occurrence count")
+            policy = replace(policy, max_occurrences=count)
+    d.policy = replace(policy, stop_when=tuple(conditions))
+
+
+def _end_at(arg: Arg) -> datetime:
+    """The instant a loop stops: after the whole day of a date (UTC), or a time with an
+    offset."""
+    text = arg.value
+    try:
+        if len(text) == 10:
+            day = date.fromisoformat(text)
+            return datetime.combine(day, time(), UTC) + timedelta(days=1)
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise _Bad(
+            "E0205",
+            f"'{text}' is not a date or an ISO-8601 time with an offset",
+            arg.span,
+            "e.g. end_date=2026-12-31 (to the end of that day, UTC) or "
+            "end_date=2026-12-31T18:00:00+01:00",
+        )
+    return when
 
 
 def _shadow(d: Draft, s: Setting) -> None:
     (arg,) = _words(s, 1, "on|off")
-    d.policy = replace(d.policy, shadow=_choice(arg, ["on", "off"], "shadow mode") == "on")
+    shadow = _choice(arg, ["on", "off"], "shadow mode") == "on"
+    d.policy = replace(d.policy, shadow=shadow, shadow_declared=True)
+
+
+def _on_active(d: Draft, s: Setting) -> None:
+    (arg,) = _words(s, 1, "return|coalesce|skip")
+    d.on_active = OnActive(_choice(arg, [o.value for o in OnActive], "on-active policy"))
 
 
 HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
@@ -282,6 +351,7 @@ HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
     "circuit-breaker": _circuit_breaker,
     "stop-when": _stop_when,
     "shadow": _shadow,
+    "on-active": _on_active,
 }
 
 _TRIGGERS = {"every", "cron", "at", "manual", "host-clock"}
@@ -301,8 +371,150 @@ def read_settings(settings: tuple[Setting, ...], collector: Collector) -> Draft:
             collector.error("E0102", f"'{s.key}' is set twice (first at line {first.line})", s.span)
             continue
         draft.seen.setdefault(s.key, s.span)
+        assigned = next((a for a in s.args if a.kind == "assign"), None)
+        if assigned is not None and s.key != "stop-when":
+            collector.error(
+                "E0105",
+                f"'{s.key}' takes no NAME=VALUE argument",
+                assigned.span,
+                "only stop-when takes end_date=DATE and occurrence_count=N",
+            )
+            continue
         try:
             handler(draft, s)
         except _Bad as bad:
             collector.error(bad.code, bad.message, bad.span, bad.hint)
     return draft
+
+
+# ---- triage tables -------------------------------------------------------------------
+
+
+def read_triage(blocks: tuple[TriageDecl, ...], collector: Collector) -> tuple[TriageRule, ...]:
+    """Compile a loop's `triage` block, reporting each bad line. A line without a
+    guard always matches, so the lines after it are unreachable (an error)."""
+    if not blocks:
+        return ()
+    first, *again = blocks
+    for block in again:
+        collector.error(
+            "E0102",
+            f"'triage' is set twice (first at line {first.span.line})",
+            block.span,
+            "a loop has one triage table; merge the lines into it",
+        )
+    rules: list[TriageRule] = []
+    catch_all: TriageLine | None = None
+    for line in first.lines:
+        if catch_all is not None:
+            collector.error(
+                "E0114",
+                f"this line is never reached: line {catch_all.decision_span.line} has no"
+                " guard, so it always matches",
+                line.decision_span,
+                "put the line without a guard last, or give it an 'if'/'unless'",
+            )
+        elif line.guard is None:
+            catch_all = line
+        rule = _triage_rule(line, collector)
+        if rule is not None:
+            rules.append(rule)
+    return tuple(rules)
+
+
+def _triage_rule(line: TriageLine, collector: Collector) -> TriageRule | None:
+    decisions = [d.value for d in TriageDecision if d not in HUMAN_ONLY_DECISIONS]
+    ok = True
+    if line.decision not in {d.value for d in TriageDecision}:
+        hint = did_you_mean(line.decision, decisions) or "decisions: " + ", ".join(decisions)
+        collector.error(
+            "E0110", f"unknown triage decision '{line.decision}'", line.decision_span, hint
+        )
+        return None
+    decision = TriageDecision(line.decision)
+    if decision in HUMAN_ONLY_DECISIONS:
+        collector.error(
+            "E0111",
+            f"a rule cannot decide '{decision}': only a human promotes a finding",
+            line.decision_span,
+            'record a candidate instead (create_candidate_finding ... key "...") and '
+            "let an operator promote it",
+        )
+        ok = False
+    if decision in FINDING_DECISIONS and line.key is None:
+        collector.error(
+            "E0112",
+            f"'{decision}' needs a key: the finding's semantic key",
+            line.decision_span,
+            f'write: {decision} ... key "flaky:{{payload.repo}}" [category WORD]',
+        )
+        ok = False
+    if decision not in FINDING_DECISIONS:
+        for word, at in (("key", line.key_span), ("category", line.category_span)):
+            if at is not None:
+                collector.error(
+                    "E0113",
+                    f"'{word}' belongs to create_candidate_finding, not to '{decision}'",
+                    at,
+                    f"remove '{word}', or decide create_candidate_finding",
+                )
+                ok = False
+    for part in (line.guard.expr if line.guard else None, line.key):
+        if part is not None and not triage_names_ok(part, collector):
+            ok = False
+    if not ok:
+        return None
+    category = (line.category or DEFAULT_CATEGORY) if decision in FINDING_DECISIONS else None
+    return TriageRule(
+        decision=decision,
+        guard=line.guard.expr if line.guard else None,
+        negate=line.guard.negate if line.guard else False,
+        note=line.note,
+        key=line.key,
+        category=category,
+        origin=line.decision_span,
+    )
+
+
+def triage_names_ok(expr: ex.Expr, collector: Collector) -> bool:
+    """Every path of a triage expression starts at a snapshot name; a path into `repo`
+    or `budget` names one of their fields; the other names hold plain values."""
+    names = sorted(TRIAGE_NAMES)
+    ok = True
+    for path in ex.paths(expr):
+        if path.root not in TRIAGE_NAMES:
+            listed = ", ".join(f"'{n}'" for n in names)
+            collector.error(
+                "E0601",
+                f"unknown name '{path.root}' in a triage rule",
+                path.span,
+                did_you_mean(path.root, names) or f"the snapshot names: {listed}",
+            )
+            ok = False
+            continue
+        if not path.steps or path.root in OPEN_NAMES:
+            continue
+        step = path.steps[0]
+        known = NAME_FIELDS.get(path.root, ())
+        if isinstance(step, str) and step in known and len(path.steps) == 1:
+            continue
+        if isinstance(step, str) and step in known:  # the fields hold plain values
+            collector.error(
+                "E0601",
+                f"'{path.root}.{step}' has no fields in a triage rule",
+                path.span,
+                f"'{path.root}' is {TRIAGE_NAMES[path.root]}",
+            )
+            ok = False
+            continue
+        if known:
+            hint = (did_you_mean(str(step), known) if isinstance(step, str) else None) or (
+                "fields: " + ", ".join(known)
+            )
+            message = f"'{path.root}' has no field '{step}' in a triage rule"
+        else:
+            hint = f"'{path.root}' is a plain value: {TRIAGE_NAMES[path.root]}"
+            message = f"'{path.root}' has no fields in a triage rule"
+        collector.error("E0601", message, path.span, hint)
+        ok = False
+    return ok

@@ -117,6 +117,9 @@ class LoopState:
     pause_note: str
     paused_by: str | None
     updated_at: str
+    consecutive_failures: int = 0  # terminal failures in a row (the circuit breaker)
+    nothing_streak: int = 0  # `nothing_to_do` occurrences in a row
+    quiet_until: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,3 +132,71 @@ class SkipRecord:
     count: int
     reason: str
     recorded_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrenceRecord:
+    """One bounded window of one loop for one repository, keyed by the event that opened
+    it (`event_id`) and by `occurrence_key` ("<loop>|<repo or ->|<window>"). JSON
+    columns (`evidence`, `reserved`, `used`) read back as dicts."""
+
+    event_id: str
+    loop: str | None
+    state: str
+    updated_at: str
+    occurrence_key: str | None = None
+    repo: str | None = None
+    window: str | None = None
+    decision: str | None = None  # the triage decision
+    evidence: dict[str, Any] | None = None  # what triage saw, the line that matched
+    attempt: int = 0
+    retry_at: str | None = None
+    signals: int = 0  # triggers coalesced into it while it was active
+    reserved: dict[str, Any] | None = None  # budget reserved before dispatch
+    used: dict[str, Any] | None = None  # budget settled when it finished
+    created_at: str | None = None
+    finished_at: str | None = None
+    failure_class: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FindingRecord:
+    """A deduplicated observation (one per `semantic_key`), seen `occurrence_count`
+    times; a human promotes or dismisses a candidate."""
+
+    finding_id: str
+    semantic_key: str
+    loop: str | None
+    repo: str | None
+    category: str
+    evidence: dict[str, Any] | None
+    confidence: float | None
+    recommended_action: str | None
+    status: str  # "candidate" | "promoted" | "dismissed"
+    occurrence_count: int
+    first_seen_at: str
+    last_seen_at: str
+    last_occurrence: str | None  # the event id of the occurrence that saw it last
+    decided_by: str | None = None
+    decided_at: str | None = None
+    promoted_event: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationRecord:
+    """An announcement waiting for (or past) delivery to the configured sink. `seq` is
+    the store's (ignored when enqueuing)."""
+
+    seq: int
+    at: str
+    kind: str
+    loop: str | None
+    repo: str | None
+    state: str
+    links: dict[str, Any]
+    message: str
+    dedup_key: str
+    delivered_at: str | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    next_attempt_at: str | None = None

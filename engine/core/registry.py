@@ -7,7 +7,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from engine.core.durations import DurationError, parse_duration
 
@@ -71,6 +78,27 @@ class FakeScript(_Frozen):
     result: dict[str, Any] = Field(default_factory=dict)
 
 
+# The failure classes of seed 2 §13 (engine.core.policy.FailureClass has the same values).
+FailureClassName = Literal[
+    "success",
+    "nothing_to_do",
+    "conflict",
+    "implementation_failure",
+    "external_blocker",
+    "infrastructure_failure",
+]
+
+
+class Workspace(_Frozen):
+    """Where a command runs (seed 2 §15): `path` is a template over the command's
+    params and built-in placeholders; `isolate: worktree` runs it in a git worktree of
+    that path, `none` (default) in the path itself. The engine never resets, cleans or
+    stashes a workspace."""
+
+    path: str = Field(min_length=1)
+    isolate: Literal["worktree", "none"] = "none"
+
+
 class Definition(_Frozen):
     """A versioned unit of work. `command` runs a closed argv template without a shell;
     `fake` answers a scripted outcome (demo and tests); `agent` names work an external
@@ -88,6 +116,10 @@ class Definition(_Frozen):
     mutating: bool
     timeout: str = "10m"
     outcomes: tuple[str, ...] = Field(min_length=1)
+    # How each declared outcome counts when the run finishes (seed 2 §13); an outcome
+    # not listed takes the default of engine.core.policy.classify.
+    classify: dict[str, FailureClassName] = Field(default_factory=dict)
+    workspace: Workspace | None = None
     fake: FakeScript | None = None
 
     @property
@@ -115,6 +147,37 @@ class Definition(_Frozen):
                 raise ValueError(f"outcome '{outcome}' must be UPPER_SNAKE_CASE")
         if len(set(value)) != len(value):
             raise ValueError("an outcome is listed twice")
+        return value
+
+    @field_validator("classify")
+    @classmethod
+    def _classify(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        outcomes = info.data.get("outcomes")
+        if outcomes is None:  # the outcomes are wrong themselves, and reported
+            return value
+        for outcome in value:
+            if outcome not in outcomes:
+                declared = ", ".join(outcomes)
+                raise ValueError(
+                    f"outcome '{outcome}' is not among the outcomes (declared: {declared})"
+                )
+        return value
+
+    @field_validator("workspace")
+    @classmethod
+    def _workspace(cls, value: Workspace | None, info: ValidationInfo) -> Workspace | None:
+        if value is None:
+            return value
+        adapter = info.data.get("adapter")
+        if adapter is not None and adapter != "command":
+            raise ValueError(f"a workspace belongs to command definitions, not {adapter}")
+        params = info.data.get("params") or {}
+        for name in PLACEHOLDER.findall(value.path):
+            if name not in params and name not in BUILTIN_PLACEHOLDERS:
+                known = ", ".join(sorted([*params, *BUILTIN_PLACEHOLDERS]))
+                raise ValueError(
+                    f"path placeholder '{{{name}}}' is not a declared param (known: {known})"
+                )
         return value
 
     @field_validator("env")
@@ -145,9 +208,12 @@ class Definition(_Frozen):
             raise ValueError("a fake definition needs a `fake:` script")
         if self.fake is not None and self.fake.outcome not in self.outcomes:
             raise ValueError(f"fake outcome '{self.fake.outcome}' is not among the outcomes")
-        unused = set(self.params) - {n for a in self.argv for n in PLACEHOLDER.findall(a)}
+        templates = [*self.argv, *([self.workspace.path] if self.workspace else [])]
+        unused = set(self.params) - {n for a in templates for n in PLACEHOLDER.findall(a)}
         if unused:
-            raise ValueError(f"params {sorted(unused)} are declared but not used in argv")
+            raise ValueError(
+                f"params {sorted(unused)} are declared but not used in argv or workspace"
+            )
         return self
 
 

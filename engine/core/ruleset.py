@@ -14,6 +14,7 @@ from dsl.diagnostics import Span
 from dsl.expr import Expr, ObjectExpr
 from dsl.model import Guard, Let, Refusal
 from engine.core.registry import Definition, EventType
+from engine.core.triage import TriageRule
 
 
 class TriggerKind(StrEnum):
@@ -33,6 +34,15 @@ class CatchUp(StrEnum):
 class Approval(StrEnum):
     WATCHED = "watched"
     AUTO = "auto"
+
+
+class OnActive(StrEnum):
+    """Seed 2 §12: what a trigger does while the loop already has its maximum of active
+    occurrences for the repo."""
+
+    RETURN = "return"  # NOOP occurrence_active, linked to the active occurrence
+    COALESCE = "coalesce"  # NOOP coalesced: one follow-up tick when the active one ends
+    SKIP = "skip"  # NOOP occurrence_active, nothing else
 
 
 # `catch-up all` without an explicit cap replays at most this many missed slots.
@@ -90,13 +100,18 @@ class Trigger:
         return "manual"
 
 
+# `budget retries-per-occurrence` when not written.
+DEFAULT_RETRIES = 2
+
+
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """Seed 2 §11. None means the dimension is not limited."""
+    """Seed 2 §11. None means the dimension is not limited; `active_occurrences` None
+    means the default of the loop's overlap (see `max_active`)."""
 
-    active_occurrences: int = 1
+    active_occurrences: int | None = None
     jobs_per_occurrence: int = 1
-    retries_per_occurrence: int | None = None
+    retries_per_occurrence: int = DEFAULT_RETRIES
     wall_clock_seconds: int | None = None
     daily_wall_clock_seconds: int | None = None
     daily_runs: int | None = None
@@ -118,7 +133,13 @@ class Policy:
     backoff: Backoff = field(default_factory=Backoff)
     circuit_breaker: int | None = None  # consecutive failures that pause the loop
     stop_when: tuple[StopCondition, ...] = ()
-    shadow: bool | None = None  # None: not declared (treated as off for now)
+    end_at: datetime | None = None  # `stop-when end_date=...`: stops from this instant
+    max_occurrences: int | None = None  # `stop-when occurrence_count=N`
+    # Shadow (seed 2 §18): records what would run, runs nothing. The compiler turns it
+    # on for a loop whose routed definition is mutating unless the loop says
+    # `shadow off`; `shadow_declared` keeps whether the rule file wrote `shadow`.
+    shadow: bool = False
+    shadow_declared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,11 +155,23 @@ class Loop:
     approval: Approval = Approval.WATCHED
     enabled: bool = False
     policy: Policy = field(default_factory=Policy)
+    on_active: OnActive = OnActive.RETURN
+    triage: tuple[TriageRule, ...] = ()  # the first matching line decides (seed 2 §7)
     description: str = ""
     source: Source = Source.KERNEL  # where the loop is declared
     origin: Span = field(default_factory=lambda: Span("<unknown>", 1, 1))
     overlay_origin: Span | None = None  # the overlay entry that changed or declared it
     overridden: tuple[str, ...] = ()  # kernel fields the overlay changed
+
+
+def max_active(loop: Loop) -> int | None:
+    """The most non-terminal occurrences the loop may have per repo: the declared
+    `budget active-occurrences`, else 1 for a singleton loop and no limit (None) for an
+    overlapping one."""
+    declared = loop.policy.budget.active_occurrences
+    if declared is not None:
+        return declared
+    return 1 if loop.singleton else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +231,8 @@ class Repo:
     github: str
     base: str
     report_only: bool
+    disabled: bool = False  # no mutation work is dispatched for it (a stop condition)
+    frozen: bool = False  # a per-repo release freeze
 
     def as_scope(self) -> dict[str, Any]:
         return {
@@ -205,7 +240,19 @@ class Repo:
             "github": self.github,
             "base": self.base,
             "report_only": self.report_only,
+            "disabled": self.disabled,
+            "frozen": self.frozen,
             "configured": True,
+        }
+
+    def as_snapshot(self) -> dict[str, Any]:
+        """The repo as triage sees it (`repo` in a triage expression)."""
+        return {
+            "name": self.name,
+            "github": self.github,
+            "disabled": self.disabled,
+            "frozen": self.frozen,
+            "report_only": self.report_only,
         }
 
 
@@ -222,6 +269,7 @@ class RuleSet:
     repos: Mapping[str, Repo]
     contracts: Mapping[str, Mapping[str, Any]]  # output contracts (JSON Schema) by $id
     digest: str
+    release_freeze: bool = False  # config/schedule.yaml `release_freeze:` (seed 2 §16)
 
     def is_human_only(self, event_type: str) -> bool:
         """True when no rule, chain or policy may approve this event type but a human:

@@ -53,6 +53,7 @@ class OccurrenceTrigger(StrEnum):
     SUPERSEDE = "supersede"  # awaiting_approval -> cancelled: a newer slot's proposal
     VERIFY = "verify"  # work_dispatched -> verifying: the run finished
     COMPLETE = "complete"  # verifying -> completed: the result met its contract
+    RETRY = "retry"  # verifying -> waiting_for_resource: a retry or a conflict wait
     FAIL = "fail"
     TIME_OUT = "time_out"
     EXHAUST_BUDGET = "exhaust_budget"

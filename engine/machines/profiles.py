@@ -8,13 +8,13 @@ from engine.machines.specs import Profile
 
 
 def loop_profile(rules: RuleSet, loop: Loop) -> Profile:
-    """A loop's ticks: its own approval and singleton flag. Shadow is on only when the
-    loop says `shadow on` (an unset shadow is off, as the planner treats it)."""
+    """A loop's ticks: its own approval and singleton flag, and its compiled shadow
+    (on for a loop of mutating work that does not say `shadow off`, seed 2 §18)."""
     return Profile(
         approval=loop.approval,
         singleton=loop.singleton,
         human_only=rules.is_human_only(loop.event_type),
-        shadow=bool(loop.policy.shadow),
+        shadow=loop.policy.shadow,
     )
 
 

@@ -213,6 +213,7 @@ def _work_edges(profile: Profile) -> list[TransitionSpec]:
     return [
         _edge(Tr.VERIFY, St.WORK_DISPATCHED, St.VERIFYING),
         _edge(Tr.COMPLETE, St.VERIFYING, St.COMPLETED),
+        _edge(Tr.RETRY, St.VERIFYING, St.WAITING_FOR_RESOURCE),
     ]
 
 

@@ -8,13 +8,30 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engine.core.envelope import Envelope
-from engine.core.records import EventRecord, JournalEntry, ProposalRecord, RunRecord
+from engine.core.records import (
+    EventRecord,
+    FindingRecord,
+    JournalEntry,
+    ProposalRecord,
+    RunRecord,
+)
 from engine.errors import NotFound
-from engine.service import admission, planning, proposals, runs, schedules
+from engine.service import (
+    admission,
+    findings,
+    metrics,
+    notifications,
+    planning,
+    proposals,
+    retries,
+    runs,
+    schedules,
+)
 from engine.service import doctor as checks
 from engine.service.admission import Admission
 from engine.service.context import Runtime
 from engine.service.doctor import PILEUP
+from engine.service.notifications import sink_from_env
 from engine.service.runs import Execution
 from engine.service.scheduler import Scheduler
 
@@ -24,13 +41,18 @@ __all__ = ["Admission", "Execution", "Runtime", "Service"]
 # worker's run is requeued or failed (by the policy in engine.service.runs) even when
 # the reaper loop is off.
 LEASE_SWEEP = timedelta(seconds=15)
+# How often the loop hands waiting notifications to the sink (an HTTP call each).
+NOTIFY_EVERY = timedelta(seconds=5)
 
 
 class Service:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
         self.scheduler = Scheduler(runtime)
+        self.sink = sink_from_env()
         self._last_sweep: datetime | None = None
+        self._last_notify: datetime | None = None
+        self._recovered = False
 
     # ---- intake and planning ------------------------------------------------------
     def admit(self, envelope: Envelope, actor: str) -> Admission:
@@ -49,17 +71,30 @@ class Service:
         """One pass of the runtime loop: fire due slots, recover expired leases (every
         LEASE_SWEEP seconds), publish chained events, plan what is admitted. Returns how
         much work it did (0 when idle)."""
+        if not self._recovered:  # seed 2 §21: from durable boundaries, once per start
+            self._recovered = True
+            self.recover()
         done = self.scheduler.run_pass()
         now = self.rt.clock()
         if self._last_sweep is None or now - self._last_sweep >= LEASE_SWEEP:
             self._last_sweep = now
             done += len(runs.recover_expired(self.rt, apply=True))
+        done += retries.resume_due(self.rt)
+        if self.sink.configured and (
+            self._last_notify is None or now - self._last_notify >= NOTIFY_EVERY
+        ):
+            self._last_notify = now
+            notifications.deliver_pending(self.rt, self.sink)
         done += self.publish_outbox()
         while True:
             planned = self.plan_pending()
             done += planned
             if planned < planning.BATCH:
                 return done
+
+    def recover(self) -> retries.Recovery:
+        """Rebuild the occurrence index after a restart (the first pump runs it)."""
+        return retries.recover(self.rt)
 
     # ---- operators ----------------------------------------------------------------
     def approve(
@@ -69,6 +104,26 @@ class Service:
 
     def reject(self, proposal_id: str, actor: str, reason: str) -> ProposalRecord:
         return proposals.reject(self.rt, proposal_id, actor, reason)
+
+    def cancel(self, run_id: str, actor: str, note: str = "") -> RunRecord:
+        return runs.cancel(self.rt, run_id, actor, note)
+
+    def findings(
+        self, limit: int = 50, status: str | None = "candidate", loop: str | None = None
+    ) -> list[FindingRecord]:
+        return findings.findings(self.rt, limit, status, loop)
+
+    def finding(self, finding_id: str) -> FindingRecord:
+        return findings.finding(self.rt, finding_id)
+
+    def promote(self, finding_id: str, actor: str, note: str = "") -> FindingRecord:
+        return findings.promote(self.rt, finding_id, actor, note)
+
+    def dismiss(self, finding_id: str, actor: str, reason: str) -> FindingRecord:
+        return findings.dismiss(self.rt, finding_id, actor, reason)
+
+    def shadow_report(self, loop: str, since: str = "") -> dict[str, Any]:
+        return findings.shadow_report(self.rt, loop, since)
 
     # ---- workers ------------------------------------------------------------------
     def claim(self, worker: str, lease_seconds: float) -> RunRecord | None:
@@ -110,6 +165,10 @@ class Service:
 
     def doctor(self, pileup: int = PILEUP) -> dict[str, Any]:
         return checks.doctor(self.rt, self.rt.clock(), pileup)
+
+    def stats(self) -> dict[str, Any]:
+        """The audit figures (seed 2 §22); `engine stats` and `GET /metrics`."""
+        return metrics.stats(self.rt)
 
     # ---- maintenance ----------------------------------------------------------------
     def reap(self, apply: bool, proposal_ttl: timedelta) -> dict[str, Any]:

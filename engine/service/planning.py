@@ -5,19 +5,24 @@ a decision is unique per event and a run unique per idempotency key."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from engine.core.decisions import Decision, DecisionKind, NoopReason
 from engine.core.envelope import Envelope, parse_iso
-from engine.core.planner import Snapshot, plan
+from engine.core.planner import Snapshot, loop_of, plan
 from engine.core.records import (
     DecisionRecord,
     EventRecord,
+    OccurrenceRecord,
     ProposalRecord,
     RunRecord,
 )
-from engine.core.ruleset import CatchUp
+from engine.core.ruleset import CatchUp, DefinitionRef, Loop, OnActive
 from engine.core.states import ProposalState
+from engine.core.triage import Triage, TriageDecision, default_decision, triage
+from engine.service import occurrences
 from engine.service.context import Runtime, stable_id
+from engine.service.notifications import notify
 from engine.store.ports import Tx
 
 log = logging.getLogger("engine.planning")
@@ -109,7 +114,8 @@ def _planning_failed(rt: Runtime, tx: Tx, event: EventRecord, at: str, err: Exce
 def plan_one(
     rt: Runtime, tx: Tx, event: EventRecord, at: str, *, paused: bool | None = None
 ) -> Decision | None:
-    """Decide one event and persist the decision with its proposal or run. An event
+    """Decide one event and persist the decision, its occurrence (with the triage
+    decision and evidence) and its proposal or run, before anything runs. An event
     stored as planned (the scheduler admits and plans a tick in one commit) is fresh:
     nobody else can have decided it. `paused`, when the caller knows it, saves a read."""
     if not event.planned:
@@ -117,14 +123,120 @@ def plan_one(
         if tx.get_decision(event.event_id) is not None:
             return None  # another process planned it first
     envelope = envelope_of(event)
+    loop = loop_of(envelope, rt.rules)
+    ident = occurrences.identity(event, loop)
+    existing = tx.get_occurrence_by_key(ident.key)
+    if existing is not None and existing.event_id != event.event_id:
+        note = f"the window already has occurrence {existing.event_id}"
+        return _fold(rt, tx, event, loop, existing, NoopReason.DUPLICATE_OCCURRENCE, note, at)
+    state = tx.get_loop_state(loop.name) if loop is not None else None
     if paused is None:
-        state = tx.get_loop_state(event.loop) if event.loop is not None else None
         paused = state is not None and state.paused
-    snapshot = Snapshot(
-        loop_in_flight=event.loop is not None and tx.loop_in_flight(event.loop),
-        loop_paused=paused,
+    in_flight = loop is not None and tx.loop_in_flight(loop.name)
+    active = None
+    if loop is not None and loop.enabled and not paused:
+        active = occurrences.active_limit_reached(tx, loop, ident)
+        if active and loop.on_active is OnActive.COALESCE:
+            count = tx.add_signal(active[0].event_id)
+            note = f"coalesced into active occurrence {active[0].event_id} ({count} pending)"
+            return _fold(rt, tx, event, loop, active[0], NoopReason.COALESCED, note, at)
+    decision = plan(envelope, rt.rules, Snapshot(loop_in_flight=in_flight, loop_paused=paused))
+    if loop is not None and decision.kind is not DecisionKind.NOOP:
+        if active:
+            note = (
+                f"loop '{loop.name}' has {len(active)} active occurrence(s) for this window's repo"
+            )
+            return _fold(rt, tx, event, loop, active[0], NoopReason.OCCURRENCE_ACTIVE, note, at)
+        if state is not None and state.quiet_until and at < state.quiet_until:
+            decision = _noop(
+                decision,
+                NoopReason.QUIET_BACKOFF,
+                f"{state.nothing_streak} nothing_to_do in a row: quiet until {state.quiet_until}",
+            )
+    tx.open_occurrence(
+        OccurrenceRecord(
+            event_id=event.event_id,
+            loop=loop.name if loop is not None else event.loop,
+            state="created",
+            updated_at=at,
+            occurrence_key=ident.key,
+            repo=ident.repo,
+            window=ident.window,
+            created_at=at,
+        )
     )
-    decision = plan(envelope, rt.rules, snapshot)
+    if decision.kind is DecisionKind.NOOP:
+        _persist(rt, tx, event, decision, at)
+        _occurrence(rt, tx, event, decision, at, "noop")
+        return decision
+    definition = rt.rules.definitions[ref_of(decision.definition)]
+    snap = (
+        occurrences.snapshot(rt, tx, loop, event, ident, state, in_flight, 0, at)
+        if loop is not None
+        else occurrences.minimal_snapshot(rt, event, ident, at)
+    )
+    result = (
+        triage(loop, definition.mutating, snap)
+        if loop is not None
+        else Triage(default_decision(definition.mutating), "", None, evidence={})
+    )
+    gate = occurrences.gate(rt, loop, definition, result, snap)
+    if gate is not None:
+        decision = _noop(decision, gate.reason, gate.note)
+        _persist(rt, tx, event, decision, at)
+        occ_state = _occurrence(rt, tx, event, decision, at, gate.trigger, result)
+        occ = tx.get_occurrence(event.event_id)
+        assert occ is not None
+        if result.decision is TriageDecision.CREATE_CANDIDATE_FINDING:
+            occurrences.record_finding(rt, tx, occ, result, at)
+        if result.decision is TriageDecision.RELEASE_READY:
+            notify(
+                rt,
+                tx,
+                "occurrence",
+                "release_ready",
+                result.note,
+                loop=occ.loop,
+                repo=occ.repo,
+                links={"occurrence": occ.event_id},
+                at=at,
+            )
+        occurrences.concluded(rt, tx, occ, None, at, gate.note)
+        del occ_state
+        return decision
+    _persist(rt, tx, event, decision, at)
+    if decision.kind is DecisionKind.SHADOW:
+        _occurrence(
+            rt,
+            tx,
+            event,
+            decision,
+            at,
+            _TRIGGER[decision.kind],
+            result,
+            would_dispatch=decision.definition,
+        )
+        return decision
+    reserved = occurrences.reservation(loop, definition) if loop is not None else None
+    _occurrence(rt, tx, event, decision, at, _TRIGGER[decision.kind], result, reserved=reserved)
+    if decision.kind is DecisionKind.PROPOSE:
+        _propose(rt, tx, event, decision, at)
+    elif decision.kind is DecisionKind.RUN:
+        _auto_run(rt, tx, event, decision, at)
+    return decision
+
+
+def ref_of(text: str | None) -> DefinitionRef:
+    assert text is not None
+    ident, _, version = text.partition("@")
+    return DefinitionRef(ident, int(version or 0))
+
+
+def _noop(decision: Decision, reason: NoopReason, note: str) -> Decision:
+    return replace(decision, kind=DecisionKind.NOOP, reason=reason, approved_by=None, note=note)
+
+
+def _persist(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at: str) -> None:
     tx.insert_decision(
         DecisionRecord(
             event_id=event.event_id,
@@ -141,11 +253,49 @@ def plan_one(
             decided_at=at,
         )
     )
-    _occurrence(rt, tx, event, decision, at)
-    if decision.kind is DecisionKind.PROPOSE:
-        _propose(rt, tx, event, decision, at)
-    elif decision.kind is DecisionKind.RUN:
-        _auto_run(rt, tx, event, decision, at)
+
+
+def _fold(
+    rt: Runtime,
+    tx: Tx,
+    event: EventRecord,
+    loop: Loop | None,
+    into: OccurrenceRecord,
+    reason: NoopReason,
+    note: str,
+    at: str,
+) -> Decision:
+    """A trigger that opens no occurrence of its own: decided NOOP, journaled on the
+    occurrence it folded into (duplicate, returned to the active one, coalesced)."""
+    decision = Decision(
+        DecisionKind.NOOP,
+        reason,
+        None,
+        loop.name if loop else None,
+        None,
+        False,
+        False,
+        loop.origin if loop else None,
+        note,
+    )
+    _persist(rt, tx, event, decision, at)
+    action = {
+        NoopReason.DUPLICATE_OCCURRENCE: "duplicate_occurrence",
+        NoopReason.COALESCED: "coalesced",
+    }.get(reason)
+    if action is None:
+        skip = loop is not None and loop.on_active is OnActive.SKIP
+        action = "skipped_active" if skip else "returned_active"
+    rt.journal(
+        tx,
+        "occurrence",
+        into.event_id,
+        action,
+        "system",
+        at=at,
+        note=note,
+        data={"event": event.event_id},
+    )
     return decision
 
 
@@ -157,13 +307,36 @@ _TRIGGER = {
 }
 
 
-def _occurrence(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at: str) -> None:
+def _occurrence(
+    rt: Runtime,
+    tx: Tx,
+    event: EventRecord,
+    decision: Decision,
+    at: str,
+    trigger: str,
+    result: Triage | None = None,
+    *,
+    reserved: dict[str, int] | None = None,
+    would_dispatch: str | None = None,
+) -> str:
+    """Move the new occurrence from `created` through triage by `trigger`, recording the
+    triage decision and its evidence; journaled as `decided:<kind>`."""
     lc = rt.lifecycle
     state = lc.occurrence(event.loop, event.type, "created", "triage")
-    state = lc.occurrence(
-        event.loop, event.type, state, _TRIGGER[decision.kind], no_run_in_flight=True
+    state = lc.occurrence(event.loop, event.type, state, trigger, no_run_in_flight=True)
+    evidence = dict(result.evidence) if result is not None else {}
+    if would_dispatch is not None:
+        evidence["would_dispatch"] = would_dispatch
+    tx.update_occurrence(
+        event.event_id,
+        None,
+        at,
+        state=state,
+        decision=result.decision.value if result is not None else None,
+        evidence=evidence or None,
+        reserved=reserved,
+        finished_at=at if state in occurrences.TERMINAL else None,
     )
-    tx.set_occurrence(event.event_id, event.loop, state, at)
     rt.journal(
         tx,
         "occurrence",
@@ -179,8 +352,11 @@ def _occurrence(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at:
             "definition": decision.definition,
             "loop": decision.loop,
             "rule": str(decision.rule) if decision.rule else None,
+            "triage": result.decision.value if result is not None else None,
+            "triageRule": result.evidence.get("rule") if result is not None else None,
         },
     )
+    return state
 
 
 def _proposal_record(event: EventRecord, decision: Decision, state: str, at: str) -> ProposalRecord:
@@ -241,11 +417,10 @@ def _supersede_older(rt: Runtime, tx: Tx, event: EventRecord, newer: str, at: st
             note=f"a newer slot of loop '{event.loop}' proposed {newer}",
             at=at,
         )
-        old_event = tx.get_event(old.event_id)
-        current = tx.get_occurrence_state(old.event_id)
-        if old_event is not None and current == "awaiting_approval":
-            moved = rt.lifecycle.proposed(old.human_only, current, "supersede")
-            tx.set_occurrence(old.event_id, old_event.loop, moved, at)
+        if tx.get_occurrence_state(old.event_id) == "awaiting_approval":
+            from engine.service.proposals import advance_proposed
+
+            advance_proposed(rt, tx, old.event_id, old.human_only, "supersede", at)
 
 
 def _auto_run(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at: str) -> None:
@@ -274,12 +449,19 @@ def _auto_run(rt: Runtime, tx: Tx, event: EventRecord, decision: Decision, at: s
 
 
 def queue_run(
-    rt: Runtime, tx: Tx, event: EventRecord, proposal_id: str | None, actor: str, at: str
+    rt: Runtime,
+    tx: Tx,
+    event: EventRecord,
+    proposal_id: str | None,
+    actor: str,
+    at: str,
+    attempt: int = 0,
 ) -> RunRecord:
-    """Create the run for an approved event (once per idempotency key) and journal it."""
+    """Create the run for an approved event (once per idempotency key) and journal it.
+    A retry of the occurrence's job (`attempt` > 0) is a run of its own: `key#N`."""
     decision = tx.get_decision(event.event_id)
     assert decision is not None and decision.definition is not None
-    key = idempotency_key(event)
+    key = idempotency_key(event) + (f"#{attempt}" if attempt else "")
     run = RunRecord(
         run_id=stable_id("run", key),
         idempotency_key=key,

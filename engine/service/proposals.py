@@ -3,12 +3,14 @@ proposal is approved by a human operator only, whoever calls."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from engine.core.decisions import is_human
 from engine.core.envelope import iso
 from engine.core.records import ProposalRecord, RunRecord
 from engine.errors import Conflict, Forbidden, NotFound
+from engine.service import occurrences
 from engine.service.context import Runtime
 from engine.service.planning import queue_run
 from engine.store.ports import Tx
@@ -94,12 +96,24 @@ def reject(rt: Runtime, proposal_id: str, actor: str, reason: str) -> ProposalRe
 def _advance_occurrence(
     rt: Runtime, tx: Tx, proposal: ProposalRecord, trigger: str, at: str
 ) -> None:
-    event = tx.get_event(proposal.event_id)
-    current = tx.get_occurrence_state(proposal.event_id)
-    if event is None or current is None:
+    advance_proposed(rt, tx, proposal.event_id, proposal.human_only, trigger, at)
+
+
+def advance_proposed(
+    rt: Runtime, tx: Tx, event_id: str, human_only: bool, trigger: str, at: str
+) -> None:
+    """Move a proposed occurrence (approve, reject, expire, supersede). One that ends
+    here releases its budget reservation; a rejection is an operator's cancel, never a
+    failure of the loop."""
+    occ = tx.get_occurrence(event_id)
+    if occ is None:
         return
-    state = rt.lifecycle.proposed(proposal.human_only, current, trigger, actor_is_human=True)
-    tx.set_occurrence(event.event_id, event.loop, state, at)
+    state = rt.lifecycle.proposed(human_only, occ.state, trigger, actor_is_human=True)
+    if state not in occurrences.TERMINAL:
+        tx.update_occurrence(event_id, occ.state, at, state=state)
+        return
+    tx.update_occurrence(event_id, occ.state, at, state=state, reserved=None, finished_at=at)
+    occurrences.concluded(rt, tx, replace(occ, state=state), None, at, f"proposal {trigger}")
 
 
 def expire_stale(

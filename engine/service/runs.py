@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from engine.core import chains
+from engine.core.decisions import is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import LEASED, RunRecord
 from engine.core.registry import Definition
 from engine.core.ruleset import DefinitionRef
-from engine.errors import Conflict, NotFound, Unprocessable
+from engine.errors import Conflict, Forbidden, NotFound, Unprocessable
+from engine.service import occurrences
 from engine.service.admission import admit_in, check
 from engine.service.context import Runtime
 from engine.service.planning import envelope_of
@@ -31,6 +33,7 @@ class Execution:
     error: str | None = None
     timed_out: bool = False
     artifact: str | None = None
+    workspace_refused: bool = False  # the dirty-workspace guard refused to start it
 
 
 def definition_of(rt: Runtime, ref_text: str) -> Definition | None:
@@ -86,7 +89,10 @@ def heartbeat(rt: Runtime, run_id: str, worker: str, lease_seconds: float) -> bo
 def _judge(
     definition: Definition | None, rt: Runtime, ex: Execution
 ) -> tuple[str, str | None, str | None]:
-    """(run state trigger, outcome, error) for an execution."""
+    """(run state trigger, outcome, error) for an execution. An adapter failure (no
+    result, a timeout, a result that breaks its contract or names an undeclared
+    outcome) is recorded with the definition's FAILED outcome when it declares one (so
+    chains on FAILED still see it); `adapter_failed` tells the two apart."""
     if definition is None:
         return "fail", None, "the definition is no longer in the rules"
     failed = "FAILED" if "FAILED" in definition.outcomes else None
@@ -111,6 +117,7 @@ def finish(rt: Runtime, run: RunRecord, worker: str, ex: Execution) -> RunRecord
     """Record the result, check it against the output contract, and resolve chains."""
     definition = definition_of(rt, run.definition)
     trigger, outcome, error = _judge(definition, rt, ex)
+    adapter_failed = adapter_failure(definition, rt, ex)
     with rt.store.write() as tx:
         current = tx.get_run(run.run_id)
         if current is None:
@@ -134,23 +141,26 @@ def finish(rt: Runtime, run: RunRecord, worker: str, ex: Execution) -> RunRecord
             at=at,
             data={"outcome": outcome},
         )
-        _settle_occurrence(rt, tx, run, state, at)
-        if outcome is not None and definition is not None:
+        settled = occurrences.settle(
+            rt, tx, current, state, outcome, adapter_failed, at, refused=ex.workspace_refused
+        )
+        # A run whose occurrence waits for a retry has not ended the occurrence: its
+        # outcome resolves through the chains only when the occurrence concludes.
+        if settled.concluded and outcome is not None and definition is not None:
             _chain(rt, tx, run, definition, outcome, ex.result or {}, at)
         done = tx.get_run(run.run_id)
         assert done is not None
         return done
 
 
-def _settle_occurrence(rt: Runtime, tx: Tx, run: RunRecord, run_state: str, at: str) -> None:
-    event = tx.get_event(run.event_id)
-    current = tx.get_occurrence_state(run.event_id)
-    if event is None or current != "work_dispatched":
-        return
-    state = rt.lifecycle.dispatched(current, "verify")
-    final = {"succeeded": "complete", "timed_out": "time_out"}.get(run_state, "fail")
-    state = rt.lifecycle.dispatched(state, final)
-    tx.set_occurrence(event.event_id, event.loop, state, at)
+def adapter_failure(definition: Definition | None, rt: Runtime, ex: Execution) -> bool:
+    """The adapter failed rather than the work: no result, a timeout, a result that
+    breaks its contract or names an undeclared outcome."""
+    if definition is None or ex.timed_out or ex.result is None:
+        return True
+    if rt.validators.contract_errors(definition.output_contract, ex.result):
+        return True
+    return str(ex.result.get("outcome")) not in definition.outcomes
 
 
 def _chain(
@@ -197,6 +207,38 @@ def _chain(
         rt.journal(tx, "run", run.run_id, "chain_error", "chain", note=problem, at=at)
 
 
+def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
+    """An operator stops a run that has not ended: queued, claimed or running becomes
+    cancelled; its worker's next heartbeat fails and it stops the execution. The run's
+    occurrence ends `cancelled`, which never counts toward the circuit breaker."""
+    if not is_human(actor):
+        raise Forbidden(f"only an operator may cancel a run, not '{actor}'")
+    with rt.store.write() as tx:
+        run = tx.get_run(run_id)
+        if run is None:
+            raise NotFound(f"no run '{run_id}'")
+        state = rt.lifecycle.run(run.state, "cancel")
+        at = rt.now()
+        why = note or f"cancelled by {actor}"
+        if not tx.cancel_run(run_id, run.state, at, why):
+            raise Conflict(f"run '{run_id}' moved on while cancelling it; try again")
+        rt.journal(
+            tx,
+            "run",
+            run_id,
+            "cancelled",
+            actor,
+            from_state=run.state,
+            to_state=state,
+            note=why,
+            at=at,
+        )
+        occurrences.settle(rt, tx, run, state, None, False, at, cancelled_by=actor)
+        done = tx.get_run(run_id)
+        assert done is not None
+        return done
+
+
 def recover_expired(rt: Runtime, apply: bool, limit: int = 1000) -> list[tuple[RunRecord, str]]:
     """Runs whose lease expired, and what the policy does with each (`queued` or
     `failed`); applied when `apply`."""
@@ -233,7 +275,9 @@ def recover_expired(rt: Runtime, apply: bool, limit: int = 1000) -> list[tuple[R
                     data={"worker": run.lease_owner},
                 )
                 if state != "queued":
-                    _settle_occurrence(rt, tx, run, state, rt.now())
+                    lost = tx.get_run(run.run_id)
+                    assert lost is not None
+                    occurrences.settle(rt, tx, lost, state, None, True, rt.now())
         return plan
 
 

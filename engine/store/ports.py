@@ -12,8 +12,11 @@ from typing import Any, Protocol
 from engine.core.records import (
     DecisionRecord,
     EventRecord,
+    FindingRecord,
     JournalEntry,
     LoopState,
+    NotificationRecord,
+    OccurrenceRecord,
     OutboxItem,
     ProposalRecord,
     RunRecord,
@@ -98,6 +101,10 @@ class Tx(Protocol):
     ) -> bool:
         """Only the current lease holder finishes a run."""
 
+    def cancel_run(self, run_id: str, from_state: str, at: str, note: str) -> bool:
+        """queued/claimed/running -> cancelled (compare-and-set on `from_state`); the
+        lease is dropped so its worker stops."""
+
     def expired_leases(self, now: str, limit: int) -> list[RunRecord]: ...
 
     def recover_run(self, run: RunRecord, state: str, at: str, error: str) -> bool:
@@ -150,6 +157,126 @@ class Tx(Protocol):
         """Oldest first."""
 
     def open_proposals_by_loop(self) -> dict[str, int]: ...
+
+    # ---- the occurrence engine ------------------------------------------------------
+    def open_occurrence(self, occ: OccurrenceRecord) -> tuple[OccurrenceRecord, bool]:
+        """Open an occurrence under its event id: (stored, True). When an occurrence with
+        the same `occurrence_key` exists, nothing is written: (existing, False). A row
+        the event already has without a key (`set_occurrence`) takes every column of
+        `occ` instead; one it has with another key is left alone: (that row, False).
+        `created_at` defaults to `updated_at`."""
+
+    def get_occurrence(self, event_id: str) -> OccurrenceRecord | None: ...
+
+    def get_occurrence_by_key(self, key: str) -> OccurrenceRecord | None: ...
+
+    def update_occurrence(
+        self, event_id: str, expect_state: str | None, at: str, **changes: Any
+    ) -> bool:
+        """Set the `changes` columns and `updated_at = at`; a compare-and-set on `state`
+        unless `expect_state` is None. True when the row moved. Only state, decision,
+        evidence, attempt, retry_at, signals, reserved, used, finished_at and
+        failure_class may change (ValueError for any other name, nothing written);
+        evidence, reserved and used are dicts (stored as JSON)."""
+
+    def add_signal(self, event_id: str) -> int:
+        """Count one more trigger coalesced into the occurrence; the new count (0, and
+        nothing written, when there is no such occurrence)."""
+
+    def active_occurrences(
+        self, loop: str, repo: str | None, states: tuple[str, ...]
+    ) -> list[OccurrenceRecord]:
+        """The loop's occurrences for `repo` (None matches only occurrences without a
+        repo) whose state is one of `states`, oldest first (created_at, event_id)."""
+
+    def due_retries(self, now: str, limit: int) -> list[OccurrenceRecord]:
+        """Occurrences in `waiting_for_resource` whose `retry_at` is at or before `now`,
+        the soonest retry first."""
+
+    def list_occurrences(
+        self, limit: int, loop: str | None = None, state: str | None = None
+    ) -> list[OccurrenceRecord]:
+        """Newest first (updated_at, then event_id, descending), optionally one loop's
+        and/or in one state."""
+
+    def occurrences_of_loop(self, loop: str, since: str, limit: int) -> list[OccurrenceRecord]:
+        """The loop's occurrences created at or after `since`, oldest first."""
+
+    def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
+        """{"runs", "wall_clock_seconds"} spent by the loop's occurrences for `repo` (None
+        matches no repo) created at or after `since`: what a finished one `used`; what
+        an unfinished one `reserved`, plus what its earlier attempts `used` (a retry's
+        first run stays counted while it waits); 0 when none."""
+
+    def set_loop_counters(
+        self,
+        loop: str,
+        consecutive_failures: int,
+        nothing_streak: int,
+        quiet_until: str | None,
+        at: str,
+    ) -> None:
+        """Record the loop's failure and nothing-to-do streaks and its quiet period; a
+        loop without a state row is left alone."""
+
+    # ---- findings -------------------------------------------------------------------
+    def upsert_finding(self, f: FindingRecord) -> tuple[FindingRecord, bool]:
+        """A new `semantic_key` is stored as given: (stored, True). A known one is seen
+        again: occurrence_count + 1, and last_seen_at, last_occurrence and evidence from
+        `f`; its id, status and first sighting stay: (stored, False)."""
+
+    def get_finding(self, finding_id: str) -> FindingRecord | None: ...
+
+    def get_finding_by_key(self, key: str) -> FindingRecord | None: ...
+
+    def list_findings(
+        self, limit: int, status: str | None = None, loop: str | None = None
+    ) -> list[FindingRecord]:
+        """Most recently seen first, optionally in one status and/or of one loop."""
+
+    def decide_finding(
+        self,
+        finding_id: str,
+        from_status: str,
+        to_status: str,
+        by: str,
+        at: str,
+        promoted_event: str | None = None,
+    ) -> bool:
+        """Compare-and-set on the status the caller saw, recording who and when (and the
+        promoted event, kept as it was when None)."""
+
+    # ---- notifications --------------------------------------------------------------
+    def enqueue_notification(self, n: NotificationRecord) -> int | None:
+        """Quiet by default: None (nothing written) when the newest notification with the
+        same `dedup_key` has the same `state`; else store it and answer its seq (the
+        store's: `n.seq` is ignored)."""
+
+    def pending_notifications(self, now: str, limit: int) -> list[NotificationRecord]:
+        """Undelivered notifications due for an attempt (no next_attempt_at, or at or
+        before `now`), in enqueue order."""
+
+    def mark_notification_delivered(self, seq: int, at: str) -> bool:
+        """Only once: False when already delivered or unknown."""
+
+    def notification_failed(self, seq: int, error: str, next_attempt_at: str | None) -> bool:
+        """Record a failed delivery of an undelivered notification: attempts + 1, the
+        error, when to try again (None: at once)."""
+
+    def list_notifications(self, limit: int) -> list[NotificationRecord]:
+        """Newest first."""
+
+    # ---- metrics --------------------------------------------------------------------
+    def metrics_snapshot(self) -> dict[str, list[dict[str, Any]]]:
+        """Grouped counts (ints) for the audit metrics: "occurrences" {loop, state,
+        decision, n}, "decisions" {kind, reason, n}, "runs" {loop, state, outcome, n,
+        attempts (their sum)}, "findings" {status, n, occurrences (the sum of
+        occurrence_count)}, "journal" {action, n}, "proposals" {state, n, by_operator
+        (decided by an "operator:" actor)}; each list ordered by its group columns."""
+
+    def run_timings(self, limit: int) -> list[tuple[str, str | None, str | None]]:
+        """(created_at, started_at, finished_at) of the newest `limit` runs, newest
+        first."""
 
 
 class Store(Protocol):

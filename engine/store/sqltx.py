@@ -12,8 +12,11 @@ from typing import Any, TypeVar
 from engine.core.records import (
     DecisionRecord,
     EventRecord,
+    FindingRecord,
     JournalEntry,
     LoopState,
+    NotificationRecord,
+    OccurrenceRecord,
     OutboxItem,
     ProposalRecord,
     RunRecord,
@@ -82,6 +85,55 @@ def _journal(row: Row) -> JournalEntry:
     return _record(JournalEntry, row, json=("data",))
 
 
+_OCCURRENCE_JSON = ("evidence", "reserved", "used")
+# The columns update_occurrence may change (its SET list is built from these only).
+OCCURRENCE_CHANGES = frozenset(
+    {
+        "state",
+        "decision",
+        "evidence",
+        "attempt",
+        "retry_at",
+        "signals",
+        "reserved",
+        "used",
+        "finished_at",
+        "failure_class",
+    }
+)
+# The budget dimensions budget_usage sums from the `used` and `reserved` JSON.
+BUDGET_KEYS = ("runs", "wall_clock_seconds")
+
+
+def _occurrence(row: Row) -> OccurrenceRecord:
+    return _record(OccurrenceRecord, row, json=_OCCURRENCE_JSON)
+
+
+def _occurrence_order(occ: OccurrenceRecord) -> tuple[str, str]:
+    """Oldest first: by creation (rows from before keys by their last update)."""
+    return (occ.created_at or occ.updated_at, occ.event_id)
+
+
+def _finding(row: Row) -> FindingRecord:
+    data = dict(row)
+    if data["confidence"] is not None:
+        data["confidence"] = float(data["confidence"])
+    return _record(FindingRecord, data, json=("evidence",))
+
+
+def _notification(row: Row) -> NotificationRecord:
+    return _record(NotificationRecord, row, json=("links",))
+
+
+def _counted(
+    rows: list[Row], groups: tuple[str, ...], counts: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """Grouped counts as plain dicts (counts as ints: PostgreSQL's are bigint or numeric),
+    in a stable order (by the group columns, a NULL first)."""
+    out = [{**{g: r[g] for g in groups}, **{c: int(r[c] or 0) for c in counts}} for r in rows]
+    return sorted(out, key=lambda d: tuple((d[g] is not None, str(d[g] or "")) for g in groups))
+
+
 def _same(sql: str) -> str:
     return sql
 
@@ -102,6 +154,7 @@ class SqlTx:
     ) -> None:
         self._cur = cursor
         self._sql = _adapted(dialect, adapt)
+        self._adapt = adapt
 
     # ---- plumbing --------------------------------------------------------------
     @contextmanager
@@ -312,6 +365,12 @@ class SqlTx:
         )
         return moved == 1
 
+    def cancel_run(self, run_id: str, from_state: str, at: str, note: str) -> bool:
+        moved = self._exec(
+            "cancel_run", run_id=run_id, from_state=from_state, finished_at=at, error=note
+        )
+        return moved == 1
+
     def expired_leases(self, now: str, limit: int) -> list[RunRecord]:
         return [_run(r) for r in self._all("expired_leases", now=now, limit=limit)]
 
@@ -434,3 +493,247 @@ class SqlTx:
 
     def open_proposals_by_loop(self) -> dict[str, int]:
         return {str(r["loop"]): int(r["n"]) for r in self._all("count_open_by_loop")}
+
+    # ---- the occurrence engine -------------------------------------------------------
+    def open_occurrence(self, occ: OccurrenceRecord) -> tuple[OccurrenceRecord, bool]:
+        if occ.occurrence_key is not None:
+            existing = self.get_occurrence_by_key(occ.occurrence_key)
+            if existing is not None:
+                return existing, False
+        opened = self._exec(
+            "open_occurrence",
+            event_id=occ.event_id,
+            loop=occ.loop,
+            state=occ.state,
+            updated_at=occ.updated_at,
+            occurrence_key=occ.occurrence_key,
+            repo=occ.repo,
+            window=occ.window,
+            decision=occ.decision,
+            evidence=_dumps(occ.evidence),
+            attempt=occ.attempt,
+            retry_at=occ.retry_at,
+            signals=occ.signals,
+            reserved=_dumps(occ.reserved),
+            used=_dumps(occ.used),
+            created_at=occ.created_at or occ.updated_at,
+            finished_at=occ.finished_at,
+            failure_class=occ.failure_class,
+        )
+        stored = self.get_occurrence(occ.event_id)
+        assert stored is not None
+        return stored, opened == 1
+
+    def get_occurrence(self, event_id: str) -> OccurrenceRecord | None:
+        row = self._one("get_occurrence", event_id=event_id)
+        return None if row is None else _occurrence(row)
+
+    def get_occurrence_by_key(self, key: str) -> OccurrenceRecord | None:
+        row = self._one("get_occurrence_by_key", occurrence_key=key)
+        return None if row is None else _occurrence(row)
+
+    def update_occurrence(
+        self, event_id: str, expect_state: str | None, at: str, **changes: Any
+    ) -> bool:
+        unknown = sorted(set(changes) - OCCURRENCE_CHANGES)
+        if unknown:
+            raise ValueError(f"update_occurrence cannot change {', '.join(unknown)}")
+        names = sorted(changes)
+        assignments = self._adapt("".join(f"{name} = :{name}, " for name in names))
+        sql = self._sql["update_occurrence"].format(changes=assignments)
+        params = {
+            name: _dumps(value) if name in _OCCURRENCE_JSON else value
+            for name, value in changes.items()
+        }
+        params.update(event_id=event_id, expect_state=expect_state, updated_at=at)
+        self._cur.execute(sql, params)
+        return int(self._cur.rowcount) == 1
+
+    def add_signal(self, event_id: str) -> int:
+        row = self._one("add_signal", event_id=event_id)
+        return 0 if row is None else int(row["signals"])
+
+    def active_occurrences(
+        self, loop: str, repo: str | None, states: tuple[str, ...]
+    ) -> list[OccurrenceRecord]:
+        found = [
+            _occurrence(r)
+            for state in dict.fromkeys(states)
+            for r in self._all("active_occurrences", loop=loop, repo=repo, state=state)
+        ]
+        return sorted(found, key=_occurrence_order)
+
+    def due_retries(self, now: str, limit: int) -> list[OccurrenceRecord]:
+        return [_occurrence(r) for r in self._all("due_retries", now=now, limit=limit)]
+
+    def list_occurrences(
+        self, limit: int, loop: str | None = None, state: str | None = None
+    ) -> list[OccurrenceRecord]:
+        rows = self._all("list_occurrences", limit=limit, loop=loop, state=state)
+        return [_occurrence(r) for r in rows]
+
+    def occurrences_of_loop(self, loop: str, since: str, limit: int) -> list[OccurrenceRecord]:
+        rows = self._all("occurrences_of_loop", loop=loop, since=since, limit=limit)
+        return [_occurrence(r) for r in rows]
+
+    def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
+        total = dict.fromkeys(BUDGET_KEYS, 0)
+        for row in self._all("budget_rows", loop=loop, repo=repo, since=since):
+            # A finished occurrence counts what it used. An unfinished one counts its
+            # reservation, and what earlier attempts already used (one waiting for a
+            # retry has used a run and reserves none until it is dispatched again).
+            parts = (
+                [row["used"]] if row["finished_at"] is not None else [row["used"], row["reserved"]]
+            )
+            for spent in map(_loads, parts):
+                if not isinstance(spent, dict):
+                    continue
+                for key in BUDGET_KEYS:
+                    value = spent.get(key)
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        total[key] += int(value)
+        return total
+
+    def set_loop_counters(
+        self,
+        loop: str,
+        consecutive_failures: int,
+        nothing_streak: int,
+        quiet_until: str | None,
+        at: str,
+    ) -> None:
+        self._exec(
+            "set_loop_counters",
+            loop=loop,
+            consecutive_failures=consecutive_failures,
+            nothing_streak=nothing_streak,
+            quiet_until=quiet_until,
+            updated_at=at,
+        )
+
+    # ---- findings --------------------------------------------------------------------
+    def upsert_finding(self, f: FindingRecord) -> tuple[FindingRecord, bool]:
+        inserted = self._exec(
+            "insert_finding",
+            finding_id=f.finding_id,
+            semantic_key=f.semantic_key,
+            loop=f.loop,
+            repo=f.repo,
+            category=f.category,
+            evidence=_dumps(f.evidence),
+            confidence=f.confidence,
+            recommended_action=f.recommended_action,
+            status=f.status,
+            occurrence_count=f.occurrence_count,
+            first_seen_at=f.first_seen_at,
+            last_seen_at=f.last_seen_at,
+            last_occurrence=f.last_occurrence,
+            decided_by=f.decided_by,
+            decided_at=f.decided_at,
+            promoted_event=f.promoted_event,
+        )
+        if inserted != 1:
+            self._exec(
+                "observe_finding",
+                semantic_key=f.semantic_key,
+                last_seen_at=f.last_seen_at,
+                last_occurrence=f.last_occurrence,
+                evidence=_dumps(f.evidence),
+            )
+        stored = self.get_finding_by_key(f.semantic_key)
+        assert stored is not None
+        return stored, inserted == 1
+
+    def get_finding(self, finding_id: str) -> FindingRecord | None:
+        row = self._one("get_finding", finding_id=finding_id)
+        return None if row is None else _finding(row)
+
+    def get_finding_by_key(self, key: str) -> FindingRecord | None:
+        row = self._one("get_finding_by_key", semantic_key=key)
+        return None if row is None else _finding(row)
+
+    def list_findings(
+        self, limit: int, status: str | None = None, loop: str | None = None
+    ) -> list[FindingRecord]:
+        rows = self._all("list_findings", limit=limit, status=status, loop=loop)
+        return [_finding(r) for r in rows]
+
+    def decide_finding(
+        self,
+        finding_id: str,
+        from_status: str,
+        to_status: str,
+        by: str,
+        at: str,
+        promoted_event: str | None = None,
+    ) -> bool:
+        moved = self._exec(
+            "decide_finding",
+            finding_id=finding_id,
+            from_status=from_status,
+            to_status=to_status,
+            decided_by=by,
+            decided_at=at,
+            promoted_event=promoted_event,
+        )
+        return moved == 1
+
+    # ---- notifications ---------------------------------------------------------------
+    def enqueue_notification(self, n: NotificationRecord) -> int | None:
+        last = self._one("last_notification_state", dedup_key=n.dedup_key)
+        if last is not None and last["state"] == n.state:
+            return None
+        row = self._one(
+            "insert_notification",
+            at=n.at,
+            kind=n.kind,
+            loop=n.loop,
+            repo=n.repo,
+            state=n.state,
+            links=_dumps(n.links),
+            message=n.message,
+            dedup_key=n.dedup_key,
+            delivered_at=n.delivered_at,
+            attempts=n.attempts,
+            last_error=n.last_error,
+            next_attempt_at=n.next_attempt_at,
+        )
+        assert row is not None
+        return int(row["seq"])
+
+    def pending_notifications(self, now: str, limit: int) -> list[NotificationRecord]:
+        rows = self._all("pending_notifications", now=now, limit=limit)
+        return [_notification(r) for r in rows]
+
+    def mark_notification_delivered(self, seq: int, at: str) -> bool:
+        return self._exec("mark_notification_delivered", seq=seq, delivered_at=at) == 1
+
+    def notification_failed(self, seq: int, error: str, next_attempt_at: str | None) -> bool:
+        moved = self._exec(
+            "notification_failed", seq=seq, error=error, next_attempt_at=next_attempt_at
+        )
+        return moved == 1
+
+    def list_notifications(self, limit: int) -> list[NotificationRecord]:
+        return [_notification(r) for r in self._all("list_notifications", limit=limit)]
+
+    # ---- metrics ---------------------------------------------------------------------
+    def metrics_snapshot(self) -> dict[str, list[dict[str, Any]]]:
+        return {
+            "occurrences": _counted(
+                self._all("metrics_occurrences"), ("loop", "state", "decision"), ("n",)
+            ),
+            "decisions": _counted(self._all("metrics_decisions"), ("kind", "reason"), ("n",)),
+            "runs": _counted(
+                self._all("metrics_runs"), ("loop", "state", "outcome"), ("n", "attempts")
+            ),
+            "findings": _counted(self._all("metrics_findings"), ("status",), ("n", "occurrences")),
+            "journal": _counted(self._all("metrics_journal"), ("action",), ("n",)),
+            "proposals": _counted(self._all("metrics_proposals"), ("state",), ("n", "by_operator")),
+        }
+
+    def run_timings(self, limit: int) -> list[tuple[str, str | None, str | None]]:
+        return [
+            (r["created_at"], r["started_at"], r["finished_at"])
+            for r in self._all("run_timings", limit=limit)
+        ]

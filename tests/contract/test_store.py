@@ -33,9 +33,7 @@ DB_ERRORS = (sqlite3.DatabaseError, psycopg.Error)
 PROMPT_S = 5.0
 
 
-@pytest.fixture
-def open_store(database: str) -> Iterator[Factory]:
-    """Opens stores on one database; each call is another connection, as another process."""
+def _stores(database: str) -> Iterator[Factory]:
     opened: list[Store] = []
 
     def factory() -> Store:
@@ -48,9 +46,21 @@ def open_store(database: str) -> Iterator[Factory]:
         store.close()
 
 
+@pytest.fixture
+def open_store(database: str) -> Iterator[Factory]:
+    """Opens stores on one database; each call is another connection, as another process."""
+    yield from _stores(database)
+
+
 def at(minute: int, second: int = 0) -> str:
     """An instant on the tests' day, as the store keeps times."""
     return f"2026-11-30T10:{minute:02d}:{second:02d}.000000Z"
+
+
+@pytest.fixture
+def open_pg_store(postgresql_database: str) -> Iterator[Factory]:
+    """Like `open_store`, on PostgreSQL only: for what only a server backend allows."""
+    yield from _stores(postgresql_database)
 
 
 def event(
@@ -946,13 +956,11 @@ def test_exclusive_writers_are_serialised(open_store: Factory) -> None:
     assert seen == [True]
 
 
-def test_lease_steps_do_not_wait_for_an_exclusive_writer(
-    open_store: Factory, database: str
-) -> None:
-    """A worker's claim, start, heartbeat and journal append (a non-exclusive write) go
-    through while another process holds an exclusive write open."""
-    if not on_postgres(database):
-        pytest.skip("SQLite serialises every writer; only PostgreSQL runs lease steps beside")
+def test_lease_steps_do_not_wait_for_an_exclusive_writer(open_pg_store: Factory) -> None:
+    """PostgreSQL only (SQLite serialises every writer): a worker's claim, start,
+    heartbeat and journal append (a non-exclusive write) go through while another
+    process holds an exclusive write open."""
+    open_store = open_pg_store
     setup, planner, worker = open_store(), open_store(), open_store()
     with setup.write() as tx:
         tx.insert_event(event())
@@ -981,11 +989,11 @@ def test_lease_steps_do_not_wait_for_an_exclusive_writer(
         assert tx.get_event("held") is not None
 
 
-def test_a_heartbeat_beside_the_reaper_keeps_the_run(open_store: Factory, database: str) -> None:
-    """A heartbeat committed while the reaper (an exclusive writer) holds the lease it saw
-    as expired wins: the reaper's recovery finds the lease changed and moves nothing."""
-    if not on_postgres(database):
-        pytest.skip("SQLite serialises every writer: no heartbeat lands inside the reaper's")
+def test_a_heartbeat_beside_the_reaper_keeps_the_run(open_pg_store: Factory) -> None:
+    """PostgreSQL only (no heartbeat lands inside SQLite's single writer): a heartbeat
+    committed while the reaper (an exclusive writer) holds the lease it saw as expired
+    wins: the reaper's recovery finds the lease changed and moves nothing."""
+    open_store = open_pg_store
     reaper, worker = open_store(), open_store()
     with reaper.write() as tx:
         tx.insert_event(event())
@@ -1004,3 +1012,708 @@ def test_a_heartbeat_beside_the_reaper_keeps_the_run(open_store: Factory, databa
         kept = tx.get_run("run-1")
     assert kept is not None
     assert (kept.state, kept.lease_owner, kept.lease_expires_at) == ("claimed", "w1", at(40))
+
+
+# ---- the occurrence engine (schema version 4) -------------------------------------------
+# Appended block with its own imports (E402): several people append to this file.
+
+from typing import Any  # noqa: E402
+
+from engine.core.records import (  # noqa: E402
+    FindingRecord,
+    NotificationRecord,
+    OccurrenceRecord,
+)
+from engine.store.queries import migrations  # noqa: E402
+
+
+def occurrence(
+    event_id: str = "e-1",
+    loop: str | None = "repair",
+    state: str = "triaging",
+    *,
+    key: str | None = None,
+    repo: str | None = "bj29",
+    created: str | None = None,
+    **fields: Any,
+) -> OccurrenceRecord:
+    """An occurrence of `loop` for `repo`, keyed by its window `event:<event_id>` unless
+    `key` says otherwise."""
+    made = created or at(0)
+    return OccurrenceRecord(
+        event_id=event_id,
+        loop=loop,
+        state=state,
+        updated_at=made,
+        occurrence_key=key or f"{loop or '-'}|{repo or '-'}|event:{event_id}",
+        repo=repo,
+        window=f"event:{event_id}",
+        created_at=made,
+        **fields,
+    )
+
+
+def opened(tx: Any, *occs: OccurrenceRecord) -> None:
+    """Admit each occurrence's event and open the occurrence."""
+    for occ in occs:
+        tx.insert_event(event(occ.event_id, occ.loop))
+        assert tx.open_occurrence(occ)[1] is True
+
+
+def finding(
+    key: str = "flaky:bj29",
+    finding_id: str = "f-1",
+    *,
+    loop: str | None = "repair",
+    seen: str | None = None,
+    last_occurrence: str | None = "e-1",
+    evidence: dict[str, Any] | None = None,
+) -> FindingRecord:
+    return FindingRecord(
+        finding_id=finding_id,
+        semantic_key=key,
+        loop=loop,
+        repo="bj29",
+        category="flaky",
+        evidence=evidence if evidence is not None else {"line": 3},
+        confidence=0.7,
+        recommended_action="rerun the suite",
+        status="candidate",
+        occurrence_count=1,
+        first_seen_at=seen or at(0),
+        last_seen_at=seen or at(0),
+        last_occurrence=last_occurrence,
+    )
+
+
+def notification(
+    state: str = "failed", *, dedup_key: str = "loop_failed|repair|bj29", when: str | None = None
+) -> NotificationRecord:
+    return NotificationRecord(
+        seq=0,
+        at=when or at(0),
+        kind="loop_failed",
+        loop="repair",
+        repo="bj29",
+        state=state,
+        links={"occurrence": "e-1", "runs": ["run-1"]},
+        message=f"repair is {state}",
+        dedup_key=dedup_key,
+    )
+
+
+def test_an_occurrence_opens_once_per_key(open_store: Factory) -> None:
+    """An occurrence reads back whole (JSON columns as dicts); a second event with the
+    same key opens nothing and is answered the existing occurrence."""
+    store = open_store()
+    first = occurrence(
+        "e-1",
+        key="repair|bj29|2026-11-30T10:00:00Z",
+        decision="run_repair_task",
+        evidence={"rule": "triage line 3", "snapshot": {"failures": 0, "repo": None}},
+        reserved={"runs": 1, "wall_clock_seconds": 1800},
+    )
+    with store.write() as tx:
+        tx.insert_event(event("e-1", "repair"))
+        tx.insert_event(event("e-2", "repair"))
+        assert tx.open_occurrence(first) == (first, True)
+        again = dataclasses.replace(first, event_id="e-2", state="nothing_to_do")
+        assert tx.open_occurrence(again) == (first, False)
+        assert tx.open_occurrence(first) == (first, False)  # the same event again
+        assert tx.get_occurrence("e-2") is None  # nothing written for the duplicate
+    with store.read() as tx:
+        assert tx.get_occurrence("e-1") == first
+        assert tx.get_occurrence_by_key("repair|bj29|2026-11-30T10:00:00Z") == first
+        assert tx.get_occurrence_by_key("repair|bj29|other") is None
+        assert tx.get_occurrence("e-9") is None
+        assert tx.get_occurrence_state("e-1") == "triaging"
+
+
+def test_occurrences_without_a_key_and_defaults(open_store: Factory) -> None:
+    """Occurrences without a key never collide; a missing created_at is the first
+    update's instant; counters start at 0."""
+    store = open_store()
+    bare = OccurrenceRecord("e-1", None, "triaging", at(3))
+    with store.write() as tx:
+        tx.insert_event(event("e-1"))
+        tx.insert_event(event("e-2"))
+        stored, created = tx.open_occurrence(bare)
+        assert created is True
+        assert stored == dataclasses.replace(bare, created_at=at(3))
+        assert (stored.attempt, stored.signals, stored.evidence, stored.used) == (0, 0, None, None)
+        other, created = tx.open_occurrence(dataclasses.replace(bare, event_id="e-2"))
+        assert created is True and other.event_id == "e-2"
+
+
+def test_opening_fills_an_occurrence_set_before_keys(open_store: Factory) -> None:
+    """An event's row written by set_occurrence (before keys) takes the new columns;
+    a row that already has a key is left as it is."""
+    store = open_store()
+    keyed = occurrence("t-1", "nightly", "triaging", created=at(2), reserved={"runs": 1})
+    with store.write() as tx:
+        tx.insert_event(event("t-1", "nightly"))
+        tx.set_occurrence("t-1", "nightly", "admitted", at(1))
+        legacy = tx.get_occurrence("t-1")
+        assert legacy == OccurrenceRecord("t-1", "nightly", "admitted", at(1))
+        assert tx.open_occurrence(keyed) == (keyed, True)
+        rekeyed = dataclasses.replace(keyed, occurrence_key="nightly|bj29|other", state="x")
+        assert tx.open_occurrence(rekeyed) == (keyed, False)
+    with store.read() as tx:
+        assert tx.get_occurrence("t-1") == keyed
+
+
+def test_update_occurrence_is_compare_and_set_over_a_whitelist(open_store: Factory) -> None:
+    """An update moves only from the state the caller saw (any state when None), sets
+    updated_at, serialises the JSON columns, and refuses any column outside its
+    whitelist without writing anything."""
+    store = open_store()
+    with store.write() as tx:
+        opened(tx, occurrence("e-1"))
+        assert tx.update_occurrence("e-1", "verifying", at(1), state="completed") is False
+        assert tx.update_occurrence(
+            "e-1",
+            "triaging",
+            at(2),
+            state="work_dispatched",
+            decision="run_repair_task",
+            evidence={"rule": "line 4", "values": [1, 2.5, "x", None, True]},
+            reserved={"runs": 1, "wall_clock_seconds": 600},
+        )
+        assert tx.update_occurrence("e-1", "triaging", at(3), state="failed") is False
+        for bad in ({"loop": "other"}, {"occurrence_key": "k"}, {"updated_at": at(9)}):
+            with pytest.raises(ValueError, match=next(iter(bad))):
+                tx.update_occurrence("e-1", None, at(9), state="hacked", **bad)
+        assert tx.update_occurrence("e-9", None, at(3), state="failed") is False
+    with store.read() as tx:
+        found = tx.get_occurrence("e-1")
+    assert found is not None
+    assert (found.state, found.decision, found.updated_at) == (
+        "work_dispatched",
+        "run_repair_task",
+        at(2),
+    )
+    assert found.evidence == {"rule": "line 4", "values": [1, 2.5, "x", None, True]}
+    assert found.reserved == {"runs": 1, "wall_clock_seconds": 600}
+    with store.write() as tx:
+        assert tx.update_occurrence(
+            "e-1",
+            None,
+            at(4),
+            state="waiting_for_resource",
+            attempt=1,
+            retry_at=at(10),
+            used={"runs": 1, "wall_clock_seconds": 42},
+            finished_at=at(4),
+            failure_class="infrastructure_failure",
+            signals=3,
+            evidence=None,
+        )
+        assert tx.update_occurrence("e-1", None, at(5))  # updated_at alone
+        found = tx.get_occurrence("e-1")
+    assert found is not None
+    assert found == dataclasses.replace(
+        occurrence("e-1"),
+        state="waiting_for_resource",
+        updated_at=at(5),
+        decision="run_repair_task",
+        evidence=None,
+        attempt=1,
+        retry_at=at(10),
+        signals=3,
+        reserved={"runs": 1, "wall_clock_seconds": 600},
+        used={"runs": 1, "wall_clock_seconds": 42},
+        finished_at=at(4),
+        failure_class="infrastructure_failure",
+    )
+
+
+def test_signals_count_up(open_store: Factory) -> None:
+    """Each coalesced trigger counts one more signal; an unknown occurrence has none."""
+    store = open_store()
+    with store.write() as tx:
+        opened(tx, occurrence("e-1"))
+        assert [tx.add_signal("e-1") for _ in range(3)] == [1, 2, 3]
+        assert tx.add_signal("e-9") == 0
+    with store.read() as tx:
+        found = tx.get_occurrence("e-1")
+        assert found is not None and found.signals == 3
+        assert tx.get_occurrence("e-9") is None
+
+
+def test_active_occurrences_by_loop_repo_and_state(open_store: Factory) -> None:
+    """A loop's occurrences for one repository (None: those without one) in the given
+    states, oldest first (by creation, then event id)."""
+    store = open_store()
+    with store.write() as tx:
+        opened(
+            tx,
+            occurrence("e-3", created=at(3)),
+            occurrence("e-1", state="waiting_for_resource", created=at(1)),
+            occurrence("e-2b", state="verifying", created=at(2)),
+            occurrence("e-2a", created=at(2)),
+            occurrence("e-4", state="completed", created=at(0)),
+            occurrence("e-5", repo="other", created=at(0)),
+            occurrence("e-6", repo=None, created=at(4)),
+            occurrence("e-7", repo=None, state="verifying", created=at(0)),
+            occurrence("e-8", loop="nightly", created=at(0)),
+        )
+    active = ("triaging", "waiting_for_resource", "work_dispatched", "verifying")
+    with store.read() as tx:
+        found = tx.active_occurrences("repair", "bj29", active)
+        assert [o.event_id for o in found] == ["e-1", "e-2a", "e-2b", "e-3"]
+        assert [o.event_id for o in tx.active_occurrences("repair", "bj29", ("triaging",))] == [
+            "e-2a",
+            "e-3",
+        ]
+        assert [o.event_id for o in tx.active_occurrences("repair", None, active)] == [
+            "e-7",
+            "e-6",
+        ]
+        assert [o.event_id for o in tx.active_occurrences("repair", "other", active)] == ["e-5"]
+        assert [o.event_id for o in tx.active_occurrences("nightly", "bj29", active)] == ["e-8"]
+        assert tx.active_occurrences("repair", "bj29", ("completed",))[0].event_id == "e-4"
+        assert tx.active_occurrences("repair", "bj29", ()) == []
+        assert tx.active_occurrences("weekly", "bj29", active) == []
+
+
+def test_due_retries_soonest_first(open_store: Factory) -> None:
+    """Only occurrences waiting for a resource whose retry is due (at or before now)
+    come back, the soonest retry first, up to the limit."""
+    store = open_store()
+    waiting = "waiting_for_resource"
+    with store.write() as tx:
+        opened(
+            tx,
+            occurrence("e-1", state=waiting, retry_at=at(5)),
+            occurrence("e-2", state=waiting, retry_at=at(3)),
+            occurrence("e-3", state=waiting, retry_at=at(9)),  # not yet due
+            occurrence("e-4", state=waiting, retry_at=None),
+            occurrence("e-5", state="failed", retry_at=at(1)),  # no longer waiting
+            occurrence("e-6", state=waiting, retry_at=at(3), loop="nightly"),
+        )
+    with store.read() as tx:
+        assert [o.event_id for o in tx.due_retries(at(5), 10)] == ["e-2", "e-6", "e-1"]
+        assert [o.event_id for o in tx.due_retries(at(5), 1)] == ["e-2"]
+        assert [o.event_id for o in tx.due_retries(at(4), 10)] == ["e-2", "e-6"]
+        assert tx.due_retries(at(2), 10) == []
+        assert [o.event_id for o in tx.due_retries(at(30), 10)] == ["e-2", "e-6", "e-1", "e-3"]
+
+
+def test_occurrences_list_newest_first_and_by_loop_since(open_store: Factory) -> None:
+    """Listings are newest first (last update, then event id), filter by loop and state
+    and stop at the limit; a loop's occurrences created since an instant come oldest
+    first."""
+    store = open_store()
+    with store.write() as tx:
+        opened(
+            tx,
+            occurrence("e-1", created=at(1)),
+            occurrence("e-2", created=at(2), state="completed"),
+            occurrence("e-3", created=at(3)),
+            occurrence("n-1", "nightly", created=at(4)),
+        )
+        tx.update_occurrence("e-1", None, at(9), state="completed")
+    with store.read() as tx:
+        assert [o.event_id for o in tx.list_occurrences(10)] == ["e-1", "n-1", "e-3", "e-2"]
+        assert [o.event_id for o in tx.list_occurrences(2)] == ["e-1", "n-1"]
+        assert [o.event_id for o in tx.list_occurrences(10, loop="repair")] == [
+            "e-1",
+            "e-3",
+            "e-2",
+        ]
+        assert [o.event_id for o in tx.list_occurrences(10, state="completed")] == ["e-1", "e-2"]
+        listed = tx.list_occurrences(10, loop="repair", state="triaging")
+        assert [o.event_id for o in listed] == ["e-3"]
+        assert tx.list_occurrences(10, loop="weekly") == []
+        assert [o.event_id for o in tx.occurrences_of_loop("repair", at(0), 10)] == [
+            "e-1",
+            "e-2",
+            "e-3",
+        ]
+        assert [o.event_id for o in tx.occurrences_of_loop("repair", at(2), 10)] == ["e-2", "e-3"]
+        assert [o.event_id for o in tx.occurrences_of_loop("repair", at(0), 1)] == ["e-1"]
+        assert tx.occurrences_of_loop("repair", at(4), 10) == []
+
+
+def test_budget_usage_sums_used_once_finished_else_reserved(open_store: Factory) -> None:
+    """A loop's budget spent since an instant for one repository: what finished
+    occurrences used, what unfinished ones reserved; other repos, loops and older
+    occurrences do not count."""
+    store = open_store()
+    with store.write() as tx:
+        opened(
+            tx,
+            occurrence(  # finished: its use counts, not its reservation
+                "e-1",
+                created=at(1),
+                reserved={"runs": 1, "wall_clock_seconds": 1800},
+                used={"runs": 1, "wall_clock_seconds": 40},
+                finished_at=at(2),
+            ),
+            occurrence(
+                "e-2", created=at(2), reserved={"runs": 1, "wall_clock_seconds": 1800}
+            ),  # in flight: its reservation counts
+            occurrence("e-3", created=at(3)),  # nothing reserved (decided nothing_to_do)
+            occurrence("e-4", created=at(3), finished_at=at(4), reserved={"runs": 1}),
+            occurrence("e-5", created=at(0), reserved={"runs": 5}),  # before `since`
+            occurrence("e-6", created=at(2), repo="other", reserved={"runs": 7}),
+            occurrence("e-7", created=at(2), repo=None, reserved={"runs": 2}),
+            occurrence("e-8", "nightly", created=at(2), reserved={"runs": 9}),
+        )
+    with store.read() as tx:
+        assert tx.budget_usage("repair", "bj29", at(1)) == {
+            "runs": 2,
+            "wall_clock_seconds": 1840,
+        }
+        assert tx.budget_usage("repair", "bj29", at(0)) == {
+            "runs": 7,
+            "wall_clock_seconds": 1840,
+        }
+    with store.write() as tx:
+        # e-2's run failed: it waits for a retry, its run used and nothing reserved.
+        waiting = {"runs": 1, "wall_clock_seconds": 60}
+        tx.update_occurrence("e-2", None, at(6), state="waiting_for_resource", used=waiting)
+        tx.update_occurrence("e-2", None, at(6), reserved=None)
+        assert tx.budget_usage("repair", "bj29", at(1)) == {"runs": 2, "wall_clock_seconds": 100}
+        # Dispatched again: the earlier use and the new reservation both count.
+        tx.update_occurrence("e-2", None, at(7), reserved={"runs": 1, "wall_clock_seconds": 900})
+        assert tx.budget_usage("repair", "bj29", at(1)) == {"runs": 3, "wall_clock_seconds": 1000}
+        # Finished: only what it used counts (a reservation left behind does not).
+        tx.update_occurrence("e-2", None, at(8), used={"runs": 2, "wall_clock_seconds": 70})
+        tx.update_occurrence("e-2", None, at(8), finished_at=at(8))
+        assert tx.budget_usage("repair", "bj29", at(1)) == {"runs": 3, "wall_clock_seconds": 110}
+    with store.read() as tx:
+        assert tx.budget_usage("repair", "other", at(0)) == {"runs": 7, "wall_clock_seconds": 0}
+        assert tx.budget_usage("repair", None, at(0)) == {"runs": 2, "wall_clock_seconds": 0}
+        assert tx.budget_usage("weekly", "bj29", at(0)) == {"runs": 0, "wall_clock_seconds": 0}
+        assert tx.budget_usage("repair", "bj29", at(5)) == {"runs": 0, "wall_clock_seconds": 0}
+
+
+def test_loop_counters_are_kept_on_the_loop_state(open_store: Factory) -> None:
+    """A loop state starts with no streaks and no quiet period; set_loop_counters records
+    them for a known loop only, and both readers return them."""
+    store = open_store()
+    with store.write() as tx:
+        tx.set_loop_enabled("repair", True, at(0), at(0))
+        state = tx.get_loop_state("repair")
+        assert state is not None
+        assert (state.consecutive_failures, state.nothing_streak, state.quiet_until) == (
+            0,
+            0,
+            None,
+        )
+        tx.set_loop_counters("repair", 2, 5, at(30), at(1))
+        tx.set_loop_counters("ghost", 1, 1, None, at(1))
+    with store.read() as tx:
+        state = tx.get_loop_state("repair")
+        assert state is not None
+        assert (
+            state.consecutive_failures,
+            state.nothing_streak,
+            state.quiet_until,
+            state.updated_at,
+        ) == (2, 5, at(30), at(1))
+        assert state.enabled is True and state.paused is False
+        assert tx.get_loop_state("ghost") is None
+        assert tx.list_loop_states() == [state]
+    with store.write() as tx:
+        tx.set_loop_counters("repair", 0, 0, None, at(2))
+        state = tx.get_loop_state("repair")
+        assert state is not None
+        assert (state.consecutive_failures, state.nothing_streak, state.quiet_until) == (
+            0,
+            0,
+            None,
+        )
+
+
+def test_a_finding_is_counted_once_per_semantic_key(open_store: Factory) -> None:
+    """A new semantic key is stored as given; seeing it again counts it and takes the
+    latest sighting and evidence, and keeps its id, status and first sighting."""
+    store = open_store()
+    first = finding()
+    with store.write() as tx:
+        assert tx.upsert_finding(first) == (first, True)
+        seen = finding(
+            finding_id="f-other",
+            seen=at(5),
+            last_occurrence="e-2",
+            evidence={"line": 9, "log": "timeout"},
+        )
+        stored, created = tx.upsert_finding(dataclasses.replace(seen, status="dismissed"))
+        assert created is False
+        assert stored == dataclasses.replace(
+            first,
+            occurrence_count=2,
+            last_seen_at=at(5),
+            last_occurrence="e-2",
+            evidence={"line": 9, "log": "timeout"},
+        )
+        stored, created = tx.upsert_finding(finding(finding_id="f-x", seen=at(6)))
+        assert (created, stored.occurrence_count, stored.finding_id) == (False, 3, "f-1")
+        assert tx.get_finding("f-other") is None
+    with store.read() as tx:
+        found = tx.get_finding("f-1")
+        assert found is not None and found.occurrence_count == 3
+        assert found.confidence == 0.7 and found.first_seen_at == at(0)
+        assert tx.get_finding_by_key("flaky:bj29") == found
+        assert tx.get_finding_by_key("flaky:other") is None
+
+
+def test_findings_list_and_decide(open_store: Factory) -> None:
+    """Findings list most recently seen first, by status and loop; a decision is a
+    compare-and-set on the status that records who, when and the promoted event."""
+    store = open_store()
+    with store.write() as tx:
+        tx.upsert_finding(finding("k-1", "f-1", seen=at(1)))
+        tx.upsert_finding(finding("k-2", "f-2", seen=at(3), loop="nightly"))
+        tx.upsert_finding(finding("k-3", "f-3", seen=at(2)))
+        blank = dataclasses.replace(
+            finding("k-4", "f-4", seen=at(0), loop=None, last_occurrence=None),
+            evidence=None,
+            confidence=None,
+            recommended_action=None,
+        )
+        assert tx.upsert_finding(blank) == (blank, True)
+        assert tx.decide_finding("f-1", "candidate", "promoted", "operator:alice", at(7), "e-p")
+        assert not tx.decide_finding("f-1", "candidate", "dismissed", "operator:bob", at(8))
+        assert tx.decide_finding("f-3", "candidate", "dismissed", "operator:bob", at(8))
+        assert not tx.decide_finding("f-9", "candidate", "dismissed", "operator:bob", at(8))
+        # A later decision without an event keeps the promoted one.
+        assert tx.decide_finding("f-1", "promoted", "dismissed", "operator:bob", at(9))
+    with store.read() as tx:
+        assert [f.finding_id for f in tx.list_findings(10)] == ["f-2", "f-3", "f-1", "f-4"]
+        assert [f.finding_id for f in tx.list_findings(2)] == ["f-2", "f-3"]
+        assert [f.finding_id for f in tx.list_findings(10, status="candidate")] == ["f-2", "f-4"]
+        assert [f.finding_id for f in tx.list_findings(10, loop="repair")] == ["f-3", "f-1"]
+        listed = tx.list_findings(10, status="dismissed", loop="repair")
+        assert [f.finding_id for f in listed] == ["f-3", "f-1"]
+        assert tx.list_findings(10, status="promoted") == []
+        decided = tx.get_finding("f-1")
+        assert decided is not None
+        assert (decided.status, decided.decided_by, decided.decided_at) == (
+            "dismissed",
+            "operator:bob",
+            at(9),
+        )
+        assert decided.promoted_event == "e-p"
+        assert tx.get_finding("f-4") == blank
+
+
+def test_notifications_are_quiet_while_the_state_holds(open_store: Factory) -> None:
+    """A notification whose subject's newest one has the same state writes nothing; a
+    change of state is a new one, and so is a change back."""
+    store = open_store()
+    with store.write() as tx:
+        first = tx.enqueue_notification(notification("failed"))
+        assert first is not None
+        assert tx.enqueue_notification(notification("failed", when=at(1))) is None
+        recovered = tx.enqueue_notification(notification("recovered", when=at(2)))
+        assert recovered is not None and recovered > first
+        assert tx.enqueue_notification(notification("recovered", when=at(3))) is None
+        again = tx.enqueue_notification(notification("failed", when=at(4)))
+        assert again is not None and again > recovered
+        other = tx.enqueue_notification(notification("failed", dedup_key="other", when=at(5)))
+        assert other is not None and other > again
+    with store.read() as tx:
+        listed = tx.list_notifications(10)
+        assert [(n.seq, n.state) for n in listed] == [
+            (other, "failed"),
+            (again, "failed"),
+            (recovered, "recovered"),
+            (first, "failed"),
+        ]
+        assert listed[-1] == dataclasses.replace(notification("failed"), seq=first)
+        assert listed[-1].links == {"occurrence": "e-1", "runs": ["run-1"]}
+        assert [n.seq for n in tx.list_notifications(2)] == [other, again]
+
+
+def test_notification_delivery_and_failure_bookkeeping(open_store: Factory) -> None:
+    """Pending notifications are the undelivered ones due for an attempt, in enqueue
+    order; a failure counts an attempt and defers the next; delivery happens once."""
+    store = open_store()
+    with store.write() as tx:
+        seqs = [
+            tx.enqueue_notification(notification("failed", dedup_key=f"k-{n}", when=at(n)))
+            for n in range(3)
+        ]
+    a, b, c = (s for s in seqs if s is not None)
+    with store.write() as tx:
+        assert [n.seq for n in tx.pending_notifications(at(0), 10)] == [a, b, c]
+        assert [n.seq for n in tx.pending_notifications(at(0), 2)] == [a, b]
+        assert tx.notification_failed(a, "connection refused", at(10)) is True
+        assert tx.notification_failed(a, "HTTP 503", at(20)) is True
+        assert tx.mark_notification_delivered(b, at(1)) is True
+        assert tx.mark_notification_delivered(b, at(2)) is False
+        assert tx.notification_failed(b, "late", at(30)) is False  # already delivered
+        assert tx.mark_notification_delivered(10_000, at(1)) is False
+        assert tx.notification_failed(10_000, "nope", None) is False
+        assert [n.seq for n in tx.pending_notifications(at(19), 10)] == [c]
+        assert [n.seq for n in tx.pending_notifications(at(20), 10)] == [a, c]
+        assert tx.notification_failed(c, "once more", None) is True  # retry at once
+        assert [n.seq for n in tx.pending_notifications(at(0), 10)] == [c]
+    with store.read() as tx:
+        by_seq = {n.seq: n for n in tx.list_notifications(10)}
+    assert (by_seq[a].attempts, by_seq[a].last_error, by_seq[a].next_attempt_at) == (
+        2,
+        "HTTP 503",
+        at(20),
+    )
+    assert by_seq[a].delivered_at is None
+    assert (by_seq[b].delivered_at, by_seq[b].attempts, by_seq[b].last_error) == (at(1), 0, None)
+    assert (by_seq[c].attempts, by_seq[c].last_error, by_seq[c].next_attempt_at) == (
+        1,
+        "once more",
+        None,
+    )
+
+
+def test_metrics_snapshot_counts(open_store: Factory) -> None:
+    """The metrics snapshot is grouped counts (plain ints) of occurrences, decisions,
+    runs (with their attempts), findings (with their sightings), journal actions and
+    proposals (with those an operator decided)."""
+    store = open_store()
+    with store.read() as tx:
+        assert tx.metrics_snapshot() == {
+            "occurrences": [],
+            "decisions": [],
+            "runs": [],
+            "findings": [],
+            "journal": [],
+            "proposals": [],
+        }
+        assert tx.run_timings(10) == []
+    with store.write() as tx:
+        opened(
+            tx,
+            occurrence("e-1", state="completed", decision="run_repair_task"),
+            occurrence("e-2", state="completed", decision="run_repair_task"),
+            occurrence("e-3", state="nothing_to_do", decision="nothing_to_do"),
+            occurrence("e-4", loop=None, state="triaging"),
+        )
+        tx.insert_decision(decision("e-1"))
+        tx.insert_decision(dataclasses.replace(decision("e-2"), kind="noop", reason="dup"))
+        tx.insert_decision(dataclasses.replace(decision("e-3"), kind="noop", reason="dup"))
+        tx.insert_run(run("k-1", "run-1", "repair", event_id="e-1", created=at(1)))
+        tx.insert_run(run("k-2", "run-2", "repair", event_id="e-2", created=at(2)))
+        tx.claim_next_run("w1", at(30))
+        tx.recover_run(tx.expired_leases(at(31), 1)[0], "queued", at(31), "lease expired")
+        tx.claim_next_run("w1", at(40))
+        tx.start_run("run-1", "w1", at(32))
+        tx.finish_run("run-1", "w1", "succeeded", at(33), "OK", None, None, None)
+        tx.claim_next_run("w2", at(50))  # run-2
+        tx.upsert_finding(finding("k-1", "f-1"))
+        tx.upsert_finding(finding("k-1", "f-1"))
+        tx.upsert_finding(finding("k-2", "f-2"))
+        tx.decide_finding("f-2", "candidate", "promoted", "operator:alice", at(5))
+        for action in ("admit", "admit", "coalesced"):
+            tx.append_journal(JournalEntry(at(1), "event", "e-1", action, "system"))
+        for n in range(4):
+            tx.insert_proposal(proposal(f"p-{n}", f"e-{n + 1}", "repair"))
+        tx.decide_proposal("p-0", "open", "approved", at(6), "operator:alice", "")
+        tx.decide_proposal("p-1", "open", "approved", at(6), "auto:trusted", "")
+        tx.decide_proposal("p-2", "open", "rejected", at(6), "operator:bob", "")
+    with store.read() as tx:
+        snap = tx.metrics_snapshot()
+        timings = tx.run_timings(10)
+        assert tx.run_timings(1) == timings[:1]
+    assert snap["occurrences"] == [
+        {"loop": None, "state": "triaging", "decision": None, "n": 1},
+        {"loop": "repair", "state": "completed", "decision": "run_repair_task", "n": 2},
+        {"loop": "repair", "state": "nothing_to_do", "decision": "nothing_to_do", "n": 1},
+    ]
+    assert snap["decisions"] == [
+        {"kind": "noop", "reason": "dup", "n": 2},
+        {"kind": "propose", "reason": None, "n": 1},
+    ]
+    assert snap["runs"] == [
+        {"loop": "repair", "state": "claimed", "outcome": None, "n": 1, "attempts": 1},
+        {"loop": "repair", "state": "succeeded", "outcome": "OK", "n": 1, "attempts": 2},
+    ]
+    assert snap["findings"] == [
+        {"status": "candidate", "n": 1, "occurrences": 2},
+        {"status": "promoted", "n": 1, "occurrences": 1},
+    ]
+    assert snap["journal"] == [{"action": "admit", "n": 2}, {"action": "coalesced", "n": 1}]
+    assert snap["proposals"] == [
+        {"state": "approved", "n": 2, "by_operator": 1},
+        {"state": "open", "n": 1, "by_operator": 0},
+        {"state": "rejected", "n": 1, "by_operator": 1},
+    ]
+    for rows in snap.values():
+        for row in rows:
+            assert all(type(row[k]) is int for k in ("n", "attempts", "occurrences") if k in row)
+    assert timings == [(at(2), None, None), (at(1), at(32), at(33))]
+
+
+def _create_v3(database: str, *writes: tuple[str, tuple[Any, ...]]) -> None:
+    """A database as schema version 3 left it (migrations 1 to 3 only), with `writes`
+    (statements with `?` parameters) committed in it."""
+    backend = "postgresql" if on_postgres(database) else "sqlite"
+    old = [(v, sql) for v, sql in migrations(backend) if v <= 3]
+    ddl = "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+    if on_postgres(database):
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute(ddl)
+            for version, sql in old:
+                conn.execute(sql.encode())
+                conn.execute("INSERT INTO schema_migrations VALUES (%s, 'then')", (version,))
+            for statement, params in writes:
+                conn.execute(statement.replace("?", "%s").encode(), params)
+        return
+    lite = sqlite3.connect(database)
+    try:
+        lite.execute(ddl)
+        for version, sql in old:
+            lite.executescript(sql)
+            lite.execute("INSERT INTO schema_migrations VALUES (?, 'then')", (version,))
+        for statement, params in writes:
+            lite.execute(statement, params)
+        lite.commit()
+    finally:
+        lite.close()
+
+
+def test_migration_4_applies_to_a_version_3_database(open_store: Factory, database: str) -> None:
+    """A database created at schema version 3, with data, is brought to version 4 when a
+    store opens it: its rows keep their values and take the new columns' defaults, and
+    the new tables work."""
+    _create_v3(
+        database,
+        ("INSERT INTO events VALUES ('t-1', 'tick', 'schedule', 's', ?, 't-1', '{}', "
+         "'nightly', ?, 'schedule', 1)", (at(1), at(1))),
+        ("INSERT INTO occurrences VALUES ('t-1', 'nightly', 'fired', ?)", (at(2),)),
+        ("INSERT INTO loop_state (loop, enabled, updated_at) VALUES ('nightly', 1, ?)", (at(0),)),
+    )  # fmt: skip
+    assert databases.rows(database, "SELECT version FROM schema_migrations ORDER BY 1") == [
+        (1,),
+        (2,),
+        (3,),
+    ]
+    assert databases.rows(database, "SELECT event_id, state FROM occurrences") == [("t-1", "fired")]
+    store = open_store()
+    versions = databases.rows(database, "SELECT version FROM schema_migrations ORDER BY 1")
+    assert [v for (v,) in versions] == [v for v, _ in migrations("sqlite")]
+    assert (4,) in versions
+    columns = (
+        'occurrence_key, repo, "window", decision, evidence, attempt, retry_at, signals, '
+        "reserved, used, created_at, finished_at, failure_class"
+    )
+    assert databases.rows(database, f"SELECT {columns} FROM occurrences") == [
+        (None, None, None, None, None, 0, None, 0, None, None, None, None, None)
+    ]
+    assert databases.rows(
+        database, "SELECT consecutive_failures, nothing_streak, quiet_until FROM loop_state"
+    ) == [(0, 0, None)]
+    with store.write() as tx:
+        assert tx.get_occurrence("t-1") == OccurrenceRecord("t-1", "nightly", "fired", at(2))
+        state = tx.get_loop_state("nightly")
+        assert state is not None and (state.cursor, state.consecutive_failures) == (None, 0)
+        keyed = occurrence("t-1", "nightly", created=at(3))
+        assert tx.open_occurrence(keyed) == (keyed, True)
+        assert tx.upsert_finding(finding())[1] is True
+        assert tx.enqueue_notification(notification()) is not None
+    reopened = open_store()  # a second open migrates nothing more
+    with reopened.read() as tx:
+        assert tx.get_occurrence("t-1") == keyed
+        assert len(tx.list_findings(10)) == 1 and len(tx.list_notifications(10)) == 1

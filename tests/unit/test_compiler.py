@@ -112,7 +112,7 @@ def test_loop_defaults_are_the_safe_ones(monkeypatch: pytest.MonkeyPatch) -> Non
         None,
     )
     assert morning.payload == {}
-    assert morning.policy.shadow is None
+    assert (morning.policy.shadow, morning.policy.shadow_declared) == (False, False)
 
 
 def test_for_block_expands_per_selected_repo(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -132,12 +132,15 @@ def test_no_repo_loops_without_configured_repos(bare: RuleSet) -> None:
 def test_work_and_ship_loops_ship_neutral(
     rules: RuleSet, repo: str, kind: str, event_type: str, seconds: int
 ) -> None:
-    """work-<repo> (30m) and ship-<repo> (7d): disabled, watched, singleton, catch-up none."""
+    """work-<repo> (30m) and ship-<repo> (7d): disabled, watched, singleton, catch-up none;
+    work-<repo> dispatches mutating work and says nothing about shadow, so it starts in
+    shadow mode (seed 2 §18); ship-<repo> is read-only."""
     loop = rules.loops[f"{kind}-{repo}"]
     assert (loop.trigger.kind, loop.trigger.every_seconds) == (TriggerKind.INTERVAL, seconds)
     assert (loop.event_type, dict(loop.payload)) == (event_type, {"repo": repo})
     assert (loop.enabled, loop.approval) == (False, Approval.WATCHED)
-    assert (loop.singleton, loop.catch_up, loop.policy.shadow) == (True, CatchUp.NONE, None)
+    assert (loop.singleton, loop.catch_up) == (True, CatchUp.NONE)
+    assert (loop.policy.shadow, loop.policy.shadow_declared) == (kind == "work", False)
 
 
 @pytest.mark.parametrize("repo", ACTIVE)
@@ -147,7 +150,8 @@ def test_merge_loop_is_the_one_enabled_auto_exception(rules: RuleSet, repo: str)
     assert (loop.trigger.kind, loop.trigger.every_seconds) == (TriggerKind.INTERVAL, 1800)
     assert (loop.event_type, dict(loop.payload)) == ("factory.merge.requested", {"repo": repo})
     assert (loop.enabled, loop.approval) == (True, Approval.AUTO)
-    assert (loop.singleton, loop.catch_up, loop.policy.shadow) == (True, CatchUp.NONE, None)
+    assert (loop.singleton, loop.catch_up) == (True, CatchUp.NONE)
+    assert (loop.policy.shadow, loop.policy.shadow_declared) == (False, True)
 
 
 def test_merge_loop_auto_approves_read_only_work_only(rules: RuleSet) -> None:

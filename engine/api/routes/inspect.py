@@ -9,6 +9,7 @@ from engine.api import query, wire
 from engine.api.context import call, operator, reply, service, settings
 from engine.core.states import RunState
 from engine.service.doctor import PILEUP
+from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
 JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop"})
@@ -59,6 +60,15 @@ async def list_journal(request: web.Request) -> web.Response:
     entity_id = query.text(q, "entityId")
     found = await call(service(request).journal, limit, after, entity, entity_id)
     return reply(wire.journal(found, after))
+
+
+@routes.get("/metrics")
+async def metrics_text(request: web.Request) -> web.Response:
+    """The audit figures in the Prometheus text format (operator token: loop names and
+    volumes are an operator's business)."""
+    operator(request)
+    figures = await call(service(request).stats)
+    return web.Response(body=prometheus(figures), headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
 
 @routes.get("/status")

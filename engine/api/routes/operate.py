@@ -63,3 +63,68 @@ async def reject(request: web.Request) -> web.Response:
     body = model_body(RejectBody, await _json_body(request))
     proposal = await call(service(request).reject, request.match_info["id"], actor, body.reason)
     return reply({"proposal": wire.record(proposal)})
+
+
+class CancelBody(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    note: str = Field(default="", max_length=2000)
+
+
+class DecideFindingBody(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    note: str = Field(default="", max_length=2000)
+
+
+FINDING_STATUSES = frozenset({"candidate", "promoted", "dismissed", "all"})
+
+
+@routes.post("/runs/{id}/cancel")
+async def cancel_run(request: web.Request) -> web.Response:
+    """An operator's cancel: 409 when the run already ended."""
+    actor = operator(request)
+    body = model_body(CancelBody, await _json_body(request))
+    run = await call(service(request).cancel, request.match_info["id"], actor, body.note)
+    return reply({"run": wire.record(run)})
+
+
+@routes.get("/findings")
+async def list_findings(request: web.Request) -> web.Response:
+    operator(request)
+    status = query.choice(request.query, "status", FINDING_STATUSES, "candidate")
+    loop = query.text(request.query, "loop")
+    limit = query.limit(request.query)
+    found = await call(service(request).findings, limit, None if status == "all" else status, loop)
+    return reply({"findings": wire.records(found)})
+
+
+@routes.get("/findings/{id}")
+async def show_finding(request: web.Request) -> web.Response:
+    operator(request)
+    found = await call(service(request).finding, request.match_info["id"])
+    return reply({"finding": wire.record(found)})
+
+
+@routes.post("/findings/{id}/promote")
+async def promote_finding(request: web.Request) -> web.Response:
+    """Only a human promotes a finding: the token's operator is recorded."""
+    actor = operator(request)
+    body = model_body(DecideFindingBody, await _json_body(request))
+    found = await call(service(request).promote, request.match_info["id"], actor, body.note)
+    wake(request)
+    return reply({"finding": wire.record(found)})
+
+
+@routes.post("/findings/{id}/dismiss")
+async def dismiss_finding(request: web.Request) -> web.Response:
+    actor = operator(request)
+    body = model_body(RejectBody, await _json_body(request))
+    found = await call(service(request).dismiss, request.match_info["id"], actor, body.reason)
+    return reply({"finding": wire.record(found)})
+
+
+@routes.get("/shadow/{loop}")
+async def shadow_report(request: web.Request) -> web.Response:
+    operator(request)
+    since = query.text(request.query, "since") or ""
+    report = await call(service(request).shadow_report, request.match_info["loop"], since)
+    return reply(report)

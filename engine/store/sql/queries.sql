@@ -112,6 +112,13 @@ UPDATE runs SET state = :state, finished_at = :finished_at, outcome = :outcome,
                 lease_owner = NULL, lease_expires_at = NULL
 WHERE run_id = :run_id AND lease_owner = :owner AND state IN ('claimed', 'running');
 
+-- name: cancel_run
+-- An operator's cancel: compare-and-set on the state the caller saw; the lease is
+-- dropped, so the worker's next heartbeat fails and it stops the execution.
+UPDATE runs SET state = 'cancelled', finished_at = :finished_at, error = :error,
+                lease_owner = NULL, lease_expires_at = NULL
+WHERE run_id = :run_id AND state = :from_state;
+
 -- name: expired_leases
 SELECT * FROM runs WHERE state IN ('claimed', 'running') AND lease_expires_at < :now
 ORDER BY lease_expires_at LIMIT :limit;
@@ -204,3 +211,163 @@ SELECT * FROM proposals WHERE loop = :loop AND state = 'open' ORDER BY created_a
 
 -- name: count_open_by_loop
 SELECT loop, COUNT(*) AS n FROM proposals WHERE state = 'open' AND loop IS NOT NULL GROUP BY loop;
+
+-- ---- the occurrence engine (schema version 4) ----------------------------------------
+-- "window" is quoted everywhere: it is a reserved word in PostgreSQL.
+
+-- name: get_occurrence_by_key
+SELECT * FROM occurrences WHERE occurrence_key = :occurrence_key;
+
+-- name: open_occurrence
+-- Open an occurrence under its event id. A row the event already has without a key
+-- (written by upsert_occurrence before keys existed) takes the new columns; a keyed one
+-- is left alone (nothing written). The caller has checked that the key is free.
+INSERT INTO occurrences (event_id, loop, state, updated_at, occurrence_key, repo, "window",
+                         decision, evidence, attempt, retry_at, signals, reserved, used,
+                         created_at, finished_at, failure_class)
+VALUES (:event_id, :loop, :state, :updated_at, :occurrence_key, :repo, :window,
+        :decision, :evidence, :attempt, :retry_at, :signals, :reserved, :used,
+        :created_at, :finished_at, :failure_class)
+ON CONFLICT (event_id) DO UPDATE SET
+    loop = excluded.loop, state = excluded.state, updated_at = excluded.updated_at,
+    occurrence_key = excluded.occurrence_key, repo = excluded.repo,
+    "window" = excluded."window", decision = excluded.decision,
+    evidence = excluded.evidence, attempt = excluded.attempt, retry_at = excluded.retry_at,
+    signals = excluded.signals, reserved = excluded.reserved, used = excluded.used,
+    created_at = excluded.created_at, finished_at = excluded.finished_at,
+    failure_class = excluded.failure_class
+WHERE occurrences.occurrence_key IS NULL;
+
+-- name: update_occurrence
+-- Compare-and-set on the state the caller saw (any state when :expect_state is NULL).
+-- {changes} is filled by SqlTx.update_occurrence with "column = :column, " for each
+-- changed column, from a whitelist (never a caller's text).
+UPDATE occurrences SET {changes}updated_at = :updated_at
+WHERE event_id = :event_id
+  AND (CAST(:expect_state AS TEXT) IS NULL OR state = :expect_state);
+
+-- name: add_signal
+UPDATE occurrences SET signals = signals + 1 WHERE event_id = :event_id RETURNING signals;
+
+-- name: active_occurrences
+-- A loop's occurrences for one repository (NULL matches NULL) in one state; SqlTx asks
+-- once per state (each an index lookup) and merges them oldest first.
+SELECT * FROM occurrences
+WHERE loop = :loop AND state = :state
+  AND (repo = :repo OR (CAST(:repo AS TEXT) IS NULL AND repo IS NULL));
+
+-- name: due_retries
+-- Occurrences waiting for a resource whose retry is due, the soonest first.
+SELECT * FROM occurrences WHERE state = 'waiting_for_resource' AND retry_at <= :now
+ORDER BY retry_at, event_id LIMIT :limit;
+
+-- name: list_occurrences
+SELECT * FROM occurrences
+WHERE (CAST(:loop AS TEXT) IS NULL OR loop = :loop)
+  AND (CAST(:state AS TEXT) IS NULL OR state = :state)
+ORDER BY updated_at DESC, event_id DESC LIMIT :limit;
+
+-- name: occurrences_of_loop
+SELECT * FROM occurrences WHERE loop = :loop AND created_at >= :since
+ORDER BY created_at, event_id LIMIT :limit;
+
+-- name: budget_rows
+-- What a loop's occurrences for one repository (NULL matches NULL) created since an
+-- instant reserved and used; SqlTx sums the JSON.
+SELECT reserved, used, finished_at FROM occurrences
+WHERE loop = :loop AND created_at >= :since
+  AND (repo = :repo OR (CAST(:repo AS TEXT) IS NULL AND repo IS NULL));
+
+-- name: set_loop_counters
+UPDATE loop_state SET consecutive_failures = :consecutive_failures,
+                      nothing_streak = :nothing_streak, quiet_until = :quiet_until,
+                      updated_at = :updated_at
+WHERE loop = :loop;
+
+-- name: insert_finding
+INSERT INTO findings (finding_id, semantic_key, loop, repo, category, evidence, confidence,
+                      recommended_action, status, occurrence_count, first_seen_at,
+                      last_seen_at, last_occurrence, decided_by, decided_at, promoted_event)
+VALUES (:finding_id, :semantic_key, :loop, :repo, :category, :evidence, :confidence,
+        :recommended_action, :status, :occurrence_count, :first_seen_at,
+        :last_seen_at, :last_occurrence, :decided_by, :decided_at, :promoted_event)
+ON CONFLICT (semantic_key) DO NOTHING;
+
+-- name: observe_finding
+-- A finding seen again: counted, with the latest sighting and evidence; its id, status
+-- and first sighting stay.
+UPDATE findings SET occurrence_count = occurrence_count + 1, last_seen_at = :last_seen_at,
+                    last_occurrence = :last_occurrence, evidence = :evidence
+WHERE semantic_key = :semantic_key;
+
+-- name: get_finding
+SELECT * FROM findings WHERE finding_id = :finding_id;
+
+-- name: get_finding_by_key
+SELECT * FROM findings WHERE semantic_key = :semantic_key;
+
+-- name: list_findings
+SELECT * FROM findings
+WHERE (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND (CAST(:loop AS TEXT) IS NULL OR loop = :loop)
+ORDER BY last_seen_at DESC, finding_id DESC LIMIT :limit;
+
+-- name: decide_finding
+-- Compare-and-set on the status the caller saw; a promotion's event is kept when none
+-- is given.
+UPDATE findings SET status = :to_status, decided_by = :decided_by, decided_at = :decided_at,
+                    promoted_event = COALESCE(CAST(:promoted_event AS TEXT), promoted_event)
+WHERE finding_id = :finding_id AND status = :from_status;
+
+-- name: last_notification_state
+SELECT state FROM notifications WHERE dedup_key = :dedup_key ORDER BY seq DESC LIMIT 1;
+
+-- name: insert_notification
+INSERT INTO notifications (at, kind, loop, repo, state, links, message, dedup_key,
+                           delivered_at, attempts, last_error, next_attempt_at)
+VALUES (:at, :kind, :loop, :repo, :state, :links, :message, :dedup_key,
+        :delivered_at, :attempts, :last_error, :next_attempt_at)
+RETURNING seq;
+
+-- name: pending_notifications
+SELECT * FROM notifications
+WHERE delivered_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= :now)
+ORDER BY seq LIMIT :limit;
+
+-- name: mark_notification_delivered
+UPDATE notifications SET delivered_at = :delivered_at WHERE seq = :seq AND delivered_at IS NULL;
+
+-- name: notification_failed
+-- A failed delivery of an undelivered notification: counted, with when to try again.
+UPDATE notifications SET attempts = attempts + 1, last_error = :error,
+                         next_attempt_at = :next_attempt_at
+WHERE seq = :seq AND delivered_at IS NULL;
+
+-- name: list_notifications
+SELECT * FROM notifications ORDER BY seq DESC LIMIT :limit;
+
+-- name: metrics_occurrences
+SELECT loop, state, decision, COUNT(*) AS n FROM occurrences GROUP BY loop, state, decision;
+
+-- name: metrics_decisions
+SELECT kind, reason, COUNT(*) AS n FROM decisions GROUP BY kind, reason;
+
+-- name: metrics_runs
+SELECT loop, state, outcome, COUNT(*) AS n, SUM(attempts) AS attempts FROM runs
+GROUP BY loop, state, outcome;
+
+-- name: metrics_findings
+SELECT status, COUNT(*) AS n, SUM(occurrence_count) AS occurrences FROM findings
+GROUP BY status;
+
+-- name: metrics_journal
+SELECT action, COUNT(*) AS n FROM journal GROUP BY action;
+
+-- name: metrics_proposals
+SELECT state, COUNT(*) AS n,
+       SUM(CASE WHEN decided_by LIKE 'operator:%' THEN 1 ELSE 0 END) AS by_operator
+FROM proposals GROUP BY state;
+
+-- name: run_timings
+SELECT created_at, started_at, finished_at FROM runs
+ORDER BY created_at DESC, run_id DESC LIMIT :limit;
