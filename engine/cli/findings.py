@@ -40,26 +40,36 @@ SHADOW = (
 def register(sub: Any) -> None:
     p = parser_for(sub, "findings", "candidate findings: list, show, promote, dismiss", FINDINGS)
     actions = p.add_subparsers(dest="action", metavar="ACTION")
-    shown = actions.add_parser("list", help="list findings (candidates by default)")
+    shown = actions.add_parser(
+        "list",
+        help="list findings (candidates by default)",
+        description="Findings, the most recently seen first: candidates by default.",
+    )
     shown.add_argument("--status", choices=STATUSES, default="candidate")
     shown.add_argument("--loop", metavar="LOOP", help="only this loop's")
     shown.add_argument("--limit", type=positive, default=50, help="(default: %(default)s)")
     add_db_options(shown)
     shown.set_defaults(handler=guarded(run_list))
-    one = actions.add_parser("show", help="show one finding")
+    one = actions.add_parser(
+        "show", help="show one finding", description="One finding with its evidence."
+    )
     one.add_argument("id", metavar="ID")
     add_db_options(one)
     one.set_defaults(handler=guarded(run_show))
+    decided = []
     for name, verb in (
         ("promote", "promote a candidate to work (a human act)"),
         ("dismiss", "dismiss a candidate (a false positive)"),
     ):
-        act = actions.add_parser(name, help=verb)
+        act = actions.add_parser(name, help=verb, description=DECIDE[name])
         act.add_argument("id", metavar="ID")
         add_as(act)
         act.add_argument("--note", default="", metavar="TEXT", help="why (dismiss: required)")
         add_db_options(act)
         act.set_defaults(handler=guarded(run_decide), decide=name)
+        decided.append(act)
+    for action in (shown, one, *decided):
+        _parent_options_win(action)
     add_db_options(p)
     p.set_defaults(handler=guarded(run_list), status="candidate", loop=None, limit=50)
 
@@ -70,6 +80,26 @@ def register(sub: Any) -> None:
     r.add_argument("--since", default="", metavar="TIME", help="from this ISO time (all)")
     add_db_options(r)
     r.set_defaults(handler=guarded(run_report))
+
+
+SHARED = frozenset({"db", "rules", "registry", "config", "json"})
+DECIDE = {
+    "promote": (
+        "Promote a candidate finding to work: only a person can. The journal names the "
+        "operator; a `finding.promoted` event is admitted when the registry declares it."
+    ),
+    "dismiss": "Dismiss a candidate finding as a false positive (--note says why).",
+}
+
+
+def _parent_options_win(action: argparse.ArgumentParser) -> None:
+    """`engine findings --db X show ID`: an option given before the action is not reset
+    by the action's own default (argparse copies every sub-parser default over it)."""
+    for arg in action._actions:
+        if arg.dest in SHARED:
+            if arg.help and "%(default)s" in arg.help:  # keep --help showing the default
+                arg.help = arg.help.replace("%(default)s", str(arg.default))
+            arg.default = argparse.SUPPRESS
 
 
 def run_list(args: argparse.Namespace) -> int:

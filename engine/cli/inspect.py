@@ -23,7 +23,7 @@ database, or invalid rules (diagnostics on stderr); 2 usage (bad arguments, a ba
 --as name, a missing rules directory)"""
 
 RUN_STATES = sorted({*(s.value for s in RunState), "all"})
-ENTITIES = ("event", "occurrence", "proposal", "run", "loop")
+ENTITIES = ("event", "occurrence", "proposal", "run", "loop", "finding")
 
 
 def positive(text: str) -> int:

@@ -47,6 +47,10 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
 
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _print(f: dict[str, Any]) -> None:
     loops = [
         {
@@ -82,7 +86,7 @@ def _print(f: dict[str, Any]) -> None:
     for label, value in (
         ("duplicates suppressed", f["duplicatesSuppressed"]),
         ("retries", ", ".join(f"{c} {n}" for c, n in f["retries"].items())),
-        ("runs per dispatched occurrence", f["runsPerDispatchedOccurrence"] or "-"),
+        ("runs per dispatched occurrence", _ratio(f["runsPerDispatchedOccurrence"])),
         ("budget used (24h)", budget or "none"),
         ("findings", findings),
         ("candidate promotion rate", _rate(f["candidatePromotionRate"])),

@@ -26,7 +26,8 @@ class NoopReason(StrEnum):
     PLANNING_ERROR = "planning_error"  # planning this event failed; nothing runs
     # The occurrence engine (docs/occurrences.md):
     DUPLICATE_OCCURRENCE = "duplicate_occurrence"  # the window already has an occurrence
-    OCCURRENCE_ACTIVE = "occurrence_active"  # on-active return/skip: the loop is at its limit
+    OCCURRENCE_ACTIVE = "occurrence_active"  # on-active return: folded into the active one
+    SKIPPED_ACTIVE = "skipped_active"  # on-active skip: dropped while one is active
     COALESCED = "coalesced"  # on-active coalesce: folded into the active occurrence
     QUIET_BACKOFF = "quiet_backoff"  # repeated nothing_to_do: the loop backs off quietly
     STOPPED = "stopped"  # a stop condition (freeze, disabled repo, ...) holds: no mutation

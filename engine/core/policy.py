@@ -123,10 +123,7 @@ def _holds(
         case StopCondition.EXTERNAL_BLOCKER:
             return snapshot.last_state == OccurrenceState.EXTERNAL_BLOCKER.value
         case StopCondition.RELEASE_READY:
-            return (
-                snapshot.last_state == OccurrenceState.COMPLETED.value
-                and snapshot.last_decision == TriageDecision.RELEASE_READY.value
-            )
+            return snapshot.last_decision == TriageDecision.RELEASE_READY.value
         case StopCondition.END_DATE:
             now = _instant(snapshot.now)
             return policy.end_at is not None and now is not None and now >= policy.end_at

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.core.decisions import is_human
-from engine.core.envelope import Envelope
+from engine.core.envelope import Envelope, iso
 from engine.core.records import FindingRecord, OccurrenceRecord, RunRecord
-from engine.errors import Conflict, Forbidden, NotFound
+from engine.errors import BadRequest, Conflict, Forbidden, NotFound
 from engine.service.admission import admit_in, check
 from engine.service.context import Runtime
 from engine.service.notifications import notify
@@ -25,6 +25,7 @@ SUPPRESSED_REASONS = frozenset(
         "duplicate_occurrence",
         "coalesced",
         "occurrence_active",
+        "skipped_active",
         "quiet_backoff",
         "previous_run_in_flight",
     }
@@ -95,6 +96,7 @@ def _decide(rt: Runtime, finding_id: str, actor: str, to: str, note: str) -> Fin
                 repo=found.repo,
                 links={"finding": finding_id, "event": promoted_event},
                 at=at,
+                subject=finding_id,
             )
         if promoted_event is not None:
             envelope = Envelope.model_validate(
@@ -103,7 +105,7 @@ def _decide(rt: Runtime, finding_id: str, actor: str, to: str, note: str) -> Fin
                     "type": PROMOTED_TYPE,
                     "source": "operator",
                     "subject": found.repo or found.loop or found.semantic_key,
-                    "occurredAt": datetime.now(UTC),
+                    "occurredAt": rt.clock(),
                     "payload": _payload(found),
                 }
             )
@@ -135,6 +137,7 @@ def shadow_report(rt: Runtime, loop_name: str, since: str = "") -> dict[str, Any
     what shadow mode would have dispatched, the triggers folded away as duplicates,
     and where the shadow decisions and what operators actually ran diverge."""
     loop = loop_named(rt, loop_name)
+    since = _instant(since)
     route = rt.rules.routes.get(loop.event_type)
     definition = str(route.definition) if route is not None else None
     with rt.store.read() as tx:
@@ -169,6 +172,20 @@ def shadow_report(rt: Runtime, loop_name: str, since: str = "") -> dict[str, Any
         "divergence": divergence,
         "windows": windows,
     }
+
+
+def _instant(text: str) -> str:
+    """An ISO-8601 time as stored (UTC, microseconds), so `--since 13:00:00Z` includes
+    the occurrence opened at 13:00:00.5; "" is the beginning. BadRequest otherwise."""
+    if not text:
+        return ""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise BadRequest(f"since must be an ISO-8601 time with an offset, not '{text}'")
+    return iso(moment.astimezone(UTC))
 
 
 def _window(occ: OccurrenceRecord) -> dict[str, Any]:

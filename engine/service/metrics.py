@@ -36,7 +36,7 @@ TERMINAL = frozenset(
     }
 )
 # Journal actions that are duplicate suppression and retry classifications.
-SUPPRESSED = ("duplicate_occurrence", "coalesced", "returned_active")
+SUPPRESSED = ("duplicate_occurrence", "coalesced", "returned_active", "skipped_active")
 RETRIES = {
     "retry_scheduled": "infrastructure_failure",
     "conflict_wait": "conflict",
@@ -94,12 +94,7 @@ def _figures(
     journal = {row["action"]: int(row["n"]) for row in snap["journal"]}
     runs = snap["runs"]
     run_total = sum(int(r["n"]) for r in runs)
-    dispatched = sum(
-        int(r["n"])
-        for r in snap["occurrences"]
-        if r["decision"] in {"run_repair_task", "run_readonly_check", "continue_existing_task"}
-        or r["state"] in {"work_dispatched", "verifying", "completed"}
-    )
+    dispatched = sum(int(r["n"]) for r in snap.get("dispatched", []))
     findings = {row["status"]: int(row["n"]) for row in snap["findings"]}
     decided_findings = findings.get("promoted", 0) + findings.get("dismissed", 0)
     proposals = {row["state"]: int(row["n"]) for row in snap["proposals"]}

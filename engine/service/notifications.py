@@ -5,7 +5,7 @@ from the table (an outbox) to the configured sink.
 The sink comes from the environment (a webhook URL may carry a token):
 ENGINE_NOTIFY_WEBHOOK=https://… (POST application/json, one notification per request)
 or ENGINE_NOTIFY_LOG=/path/file.jsonl (one JSON line each). Neither: notifications stay
-in the database (`engine stats`, the journal). Delivery is at least once: a serve that
+in the `notifications` table only. Delivery is at least once: a serve that
 dies between sending and recording sends again; a failed delivery is retried with a
 capped backoff."""
 
@@ -34,21 +34,6 @@ TIMEOUT_S = 5.0
 RETRY_BASE_S = 30
 RETRY_MAX_S = 3600
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-# What is worth a notification (§17): a state a person may need to act on or know.
-NOTIFY_STATES = frozenset(
-    {
-        "failed",
-        "timed_out",
-        "budget_exhausted",
-        "human_attention_required",
-        "external_blocker",
-        "release_ready",
-        "breaker_tripped",
-        "finding_promoted",
-        "completed_after_failure",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -86,10 +71,12 @@ def notify(
     repo: str | None = None,
     links: dict[str, Any] | None = None,
     at: str | None = None,
+    subject: str | None = None,
 ) -> int | None:
-    """Record one notification for (kind, loop, repo) reaching `state`; None (nothing
-    written) when the last one for the same subject had the same state: an unchanged
-    blocker or failure is not announced again."""
+    """Record one notification for (kind, loop, repo[, subject]) reaching `state`;
+    None (nothing written) when the last one for the same subject had the same state:
+    an unchanged blocker or failure is not announced again. `subject` tells apart
+    things of one loop that each deserve their own (each finding)."""
     record = NotificationRecord(
         seq=0,
         at=at or rt.now(),
@@ -99,7 +86,7 @@ def notify(
         state=state,
         links=links or {},
         message=message,
-        dedup_key=f"{kind}|{loop or '-'}|{repo or '-'}",
+        dedup_key=f"{kind}|{loop or '-'}|{repo or '-'}" + (f"|{subject}" if subject else ""),
     )
     return tx.enqueue_notification(record)
 

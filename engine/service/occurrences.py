@@ -23,6 +23,7 @@ from engine.core.records import (
 )
 from engine.core.registry import Definition
 from engine.core.ruleset import Loop, OnActive, max_active
+from engine.core.ticks import manual_tick
 from engine.core.triage import Triage, TriageDecision, TriageSnapshot, triage, unlimited_budget
 from engine.machines.specs import OCCURRENCE_TERMINAL
 from engine.service.context import Runtime, stable_id
@@ -132,12 +133,22 @@ def snapshot(
     since = iso(parse_iso(at) - DAY)
     usage = tx.budget_usage(loop.name, ident.repo, since)
     previous = next(
-        (o for o in tx.list_occurrences(20, loop=loop.name) if o.state in TERMINAL), None
+        (
+            o
+            for o in tx.list_occurrences(50, loop=loop.name)
+            if o.event_id != event.event_id
+            and o.state in TERMINAL
+            and o.decision is not None
+            and o.state != "cancelled"  # a stop or an operator's cancel concludes nothing
+        ),
+        None,
     )
     counted = 0
-    if loop.policy.max_occurrences is not None:
+    if loop.policy.max_occurrences is not None:  # before this one (already opened)
         start = state.enabled_since if state and state.enabled_since else ""
-        counted = len(tx.occurrences_of_loop(loop.name, start, loop.policy.max_occurrences + 1))
+        cap = loop.policy.max_occurrences + 2
+        found = tx.occurrences_of_loop(loop.name, start, cap)
+        counted = sum(1 for o in found if o.event_id != event.event_id)
     return replace(
         base,
         last_outcome=last_run.outcome if last_run else None,
@@ -289,9 +300,12 @@ class Settled:
 
 
 def _used(occ: OccurrenceRecord, run: RunRecord, at: str) -> dict[str, int]:
+    """The occurrence's use so far plus this run's: a run that never started (cancelled
+    in the queue) used nothing, but still takes its number (its key is spent)."""
     before = occ.used or {}
-    start = run.started_at or run.created_at
-    seconds = max(0, int((parse_iso(at) - parse_iso(start)).total_seconds()))
+    seconds = 0
+    if run.started_at is not None:
+        seconds = max(0, int((parse_iso(at) - parse_iso(run.started_at)).total_seconds()))
     return {
         "runs": int(before.get("runs", 0)) + 1,
         "wall_clock_seconds": int(before.get("wall_clock_seconds", 0)) + seconds,
@@ -309,6 +323,7 @@ def settle(
     *,
     cancelled_by: str | None = None,
     refused: bool = False,
+    error: str | None = None,
 ) -> Settled:
     """Settle the budget from actual use and move the run's occurrence by the failure
     class of what happened (seed 2 §11, §13)."""
@@ -321,7 +336,7 @@ def settle(
     if cancelled_by is not None:
         return _conclude(rt, tx, occ, "cancel", used, None, at, f"cancelled by {cancelled_by}")
     if refused:  # the dirty-workspace guard: a person decides, nothing is retried
-        note = f"workspace refused: {run.error or 'see the run'}"
+        note = f"workspace refused: {error or run.error or 'see the run'}"
         return _conclude(rt, tx, occ, "escalate", used, None, at, note)
     mutating = definition is None or definition.mutating
     if definition is None:
@@ -487,10 +502,13 @@ def concluded(
     cls: FailureClass | None,
     at: str,
     note: str = "",
+    *,
+    counts: bool = True,
 ) -> None:
     """After an occurrence reached a terminal state: count failures toward the circuit
-    breaker (an operator's cancel never counts), count quiet no-ops, notify a state a
-    person may act on, and admit one follow-up tick for coalesced triggers."""
+    breaker (an operator's cancel never counts, nor does a proposal nobody approved:
+    `counts=False`), count quiet no-ops, notify a state a person may act on, and admit
+    one follow-up tick for coalesced triggers."""
     loop = rt.rules.loops.get(occ.loop) if occ.loop else None
     if loop is None:
         return
@@ -498,7 +516,7 @@ def concluded(
     if state is None:
         return
     failures, streak, quiet = state.consecutive_failures, state.nothing_streak, state.quiet_until
-    if occ.state == "cancelled":
+    if occ.state == "cancelled" or not counts:
         pass  # an operator's cancel (or a stop) is neither a failure nor a success
     elif occ.state == "completed":
         failures, streak, quiet = 0, (streak + 1 if cls is FailureClass.NOTHING_TO_DO else 0), None
@@ -575,23 +593,12 @@ def concluded(
 
 def _follow_up(rt: Runtime, tx: Tx, loop: Loop, occ: OccurrenceRecord, at: str) -> None:
     """Coalesced triggers become one manual-style tick, admitted through the outbox."""
-    event_id = f"manual:{loop.name}:coalesced-{occ.event_id.replace(':', '-')}"
-    payload = {**dict(loop.payload), "loop": loop.name, "coalesced": occ.signals}
-    tx.enqueue_outbox(
-        {
-            "schemaVersion": "factory.event/v1",
-            "eventId": event_id,
-            "type": loop.event_type,
-            "source": "manual",
-            "subject": str(payload.get("repo") or loop.name),
-            "occurredAt": at,
-            "correlationId": occ.event_id,
-            "payload": payload,
-        },
-        None,
-        "schedule",
-        at,
+    token = "coalesced-" + stable_id("f", occ.event_id)
+    tick = manual_tick(loop, parse_iso(at), token).model_copy(
+        update={"correlationId": occ.event_id}
     )
+    event_id = tick.eventId
+    tx.enqueue_outbox(tick.model_dump(mode="json"), None, "schedule", at)
     rt.journal(
         tx,
         "occurrence",
@@ -603,13 +610,18 @@ def _follow_up(rt: Runtime, tx: Tx, loop: Loop, occ: OccurrenceRecord, at: str) 
     )
 
 
-def active_limit_reached(tx: Tx, loop: Loop, ident: Identity) -> list[OccurrenceRecord] | None:
-    """The active occurrences when the loop is at its limit for the repo, else None."""
+def active_limit_reached(
+    tx: Tx, loop: Loop, ident: Identity
+) -> tuple[list[OccurrenceRecord] | None, int]:
+    """(the active occurrences when the loop is at its limit for the repo, else None;
+    how many are active). An overlapping loop with no limit is counted only when its
+    triage may read the number."""
     limit = max_active(loop)
-    if limit is None:
-        return None
+    if limit is None and not needs_history(loop):
+        return None, 0
     active = tx.active_occurrences(loop.name, ident.repo, ACTIVE)
-    return active if len(active) >= limit else None
+    reached = limit is not None and len(active) >= limit
+    return (active if reached else None), len(active)
 
 
 __all__ = [

@@ -134,8 +134,9 @@ def plan_one(
         paused = state is not None and state.paused
     in_flight = loop is not None and tx.loop_in_flight(loop.name)
     active = None
+    active_now = 0
     if loop is not None and loop.enabled and not paused:
-        active = occurrences.active_limit_reached(tx, loop, ident)
+        active, active_now = occurrences.active_limit_reached(tx, loop, ident)
         if active and loop.on_active is OnActive.COALESCE:
             count = tx.add_signal(active[0].event_id)
             note = f"coalesced into active occurrence {active[0].event_id} ({count} pending)"
@@ -143,10 +144,13 @@ def plan_one(
     decision = plan(envelope, rt.rules, Snapshot(loop_in_flight=in_flight, loop_paused=paused))
     if loop is not None and decision.kind is not DecisionKind.NOOP:
         if active:
+            skip = loop.on_active is OnActive.SKIP
+            reason = NoopReason.SKIPPED_ACTIVE if skip else NoopReason.OCCURRENCE_ACTIVE
+            verb = "skipped" if skip else "returned to the active"
             note = (
-                f"loop '{loop.name}' has {len(active)} active occurrence(s) for this window's repo"
+                f"loop '{loop.name}' is at its active limit: {verb} occurrence {active[0].event_id}"
             )
-            return _fold(rt, tx, event, loop, active[0], NoopReason.OCCURRENCE_ACTIVE, note, at)
+            return _fold(rt, tx, event, loop, active[0], reason, note, at)
         if state is not None and state.quiet_until and at < state.quiet_until:
             decision = _noop(
                 decision,
@@ -171,7 +175,7 @@ def plan_one(
         return decision
     definition = rt.rules.definitions[ref_of(decision.definition)]
     snap = (
-        occurrences.snapshot(rt, tx, loop, event, ident, state, in_flight, 0, at)
+        occurrences.snapshot(rt, tx, loop, event, ident, state, in_flight, active_now, at)
         if loop is not None
         else occurrences.minimal_snapshot(rt, event, ident, at)
     )
@@ -265,8 +269,9 @@ def _fold(
     note: str,
     at: str,
 ) -> Decision:
-    """A trigger that opens no occurrence of its own: decided NOOP, journaled on the
-    occurrence it folded into (duplicate, returned to the active one, coalesced)."""
+    """A trigger that opens no occurrence of its own: decided NOOP and journaled on the
+    occurrence it folded into (duplicate, returned to the active one, coalesced), or,
+    skipped, on the event alone: the active occurrence does not hear of it."""
     decision = Decision(
         DecisionKind.NOOP,
         reason,
@@ -282,20 +287,30 @@ def _fold(
     action = {
         NoopReason.DUPLICATE_OCCURRENCE: "duplicate_occurrence",
         NoopReason.COALESCED: "coalesced",
-    }.get(reason)
-    if action is None:
-        skip = loop is not None and loop.on_active is OnActive.SKIP
-        action = "skipped_active" if skip else "returned_active"
-    rt.journal(
-        tx,
-        "occurrence",
-        into.event_id,
-        action,
-        "system",
-        at=at,
-        note=note,
-        data={"event": event.event_id},
-    )
+        NoopReason.SKIPPED_ACTIVE: "skipped_active",
+    }.get(reason, "returned_active")
+    if reason is NoopReason.SKIPPED_ACTIVE:
+        rt.journal(
+            tx,
+            "event",
+            event.event_id,
+            action,
+            "system",
+            at=at,
+            note=note,
+            data={"active": into.event_id},
+        )
+    else:
+        rt.journal(
+            tx,
+            "occurrence",
+            into.event_id,
+            action,
+            "system",
+            at=at,
+            note=note,
+            data={"event": event.event_id},
+        )
     return decision
 
 

@@ -113,7 +113,9 @@ def advance_proposed(
         tx.update_occurrence(event_id, occ.state, at, state=state)
         return
     tx.update_occurrence(event_id, occ.state, at, state=state, reserved=None, finished_at=at)
-    occurrences.concluded(rt, tx, replace(occ, state=state), None, at, f"proposal {trigger}")
+    occurrences.concluded(
+        rt, tx, replace(occ, state=state), None, at, f"proposal {trigger}", counts=False
+    )
 
 
 def expire_stale(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from engine.core.decisions import DecisionKind
 from engine.core.planner import Snapshot, loop_of, plan
 from engine.core.records import OccurrenceRecord
-from engine.core.triage import triage
+from engine.core.triage import TriageDecision, triage
 from engine.service import occurrences
 from engine.service.context import Runtime
 from engine.service.planning import envelope_of, idempotency_key, queue_run, ref_of
@@ -86,6 +86,8 @@ def _resume(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str) -> None:
     if result is not None:
         gate = occurrences.gate(rt, loop, definition, result, snap)
         if gate is not None:
+            if result.decision is TriageDecision.CREATE_CANDIDATE_FINDING:
+                occurrences.record_finding(rt, tx, moved, result, at)
             _end(rt, tx, moved, gate.trigger, at, gate.note)
             return
     dispatched = rt.lifecycle.dispatched(triaging, "dispatch")

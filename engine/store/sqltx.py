@@ -729,6 +729,7 @@ class SqlTx:
             ),
             "findings": _counted(self._all("metrics_findings"), ("status",), ("n", "occurrences")),
             "journal": _counted(self._all("metrics_journal"), ("action",), ("n",)),
+            "dispatched": _counted(self._all("metrics_dispatched"), (), ("n",)),
             "proposals": _counted(self._all("metrics_proposals"), ("state",), ("n", "by_operator")),
         }
 

@@ -145,13 +145,6 @@ def test_stats_reports_what_the_automation_did(engine: EngineRunner) -> None:
 
 
 @SQLITE_ONLY
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/service/metrics.py counts an occurrence as dispatched when its "
-    "decision is run_repair_task/run_readonly_check/continue_existing_task, so a "
-    "shadow_recorded occurrence (decision run_repair_task, no run) is counted: two "
-    "shadow slots halve the figure to 0.5 although every dispatched occurrence has one run",
-)
 def test_runs_per_dispatched_occurrence_ignores_shadow_slots(engine: EngineRunner) -> None:
     """Runs per occurrence that dispatched work is 1 when nothing ran twice: the shadow
     loop's slots dispatched nothing and do not count."""
@@ -216,13 +209,6 @@ def test_only_a_named_operator_decides_a_finding(engine: EngineRunner, written: 
 
 
 @SQLITE_ONLY
-@pytest.mark.xfail(
-    strict=True,
-    reason="`engine findings` declares --db/--rules/--registry/--config on itself and on "
-    "each action; argparse lets the action's defaults (None, the default tree) overwrite "
-    "what was given before the action, so `engine findings --db X show ID` opens "
-    "var/engine.db instead (error: no database at var/engine.db)",
-)
 def test_findings_options_may_come_before_the_action(
     run_engine: EngineRunner, written: Written
 ) -> None:
@@ -234,12 +220,6 @@ def test_findings_options_may_come_before_the_action(
 
 
 @SQLITE_ONLY
-@pytest.mark.xfail(
-    strict=True,
-    reason="`engine journal --entity` (engine/cli/inspect.py ENTITIES) and GET /journal "
-    "(JOURNAL_ENTITIES) accept only event, occurrence, proposal, run, loop, yet findings "
-    "are journaled as entity 'finding': a finding's history cannot be filtered (exit 2)",
-)
 def test_the_journal_filters_to_one_findings_history(
     engine: EngineRunner, written: Written
 ) -> None:

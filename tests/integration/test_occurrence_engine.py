@@ -342,7 +342,7 @@ def test_a_trigger_during_an_active_occurrence_returns_coalesces_or_skips(world:
     w.work()
     w.at(hour(11))
     assert w.decisions("retrying")[-1] == ("noop", "occurrence_active")
-    assert w.decisions("skipping")[-1] == ("noop", "occurrence_active")
+    assert w.decisions("skipping")[-1] == ("noop", "skipped_active")
     assert w.decisions("coalescing")[-1] == ("noop", "coalesced")
     assert [len(w.occurrences(n)) for n in ("retrying", "coalescing", "skipping")] == [1, 1, 1]
     assert {e.action for e in w.journal("returned_active") + w.journal("skipped_active")} == {
@@ -385,6 +385,15 @@ def test_the_circuit_breaker_pauses_and_an_operators_cancel_never_counts(world: 
     with w.service.rt.store.read() as tx:
         skipped = tx.list_skips("breaker", "")
     assert [(s.first_slot, s.reason) for s in skipped] == [("2026-12-01T13:00:00Z", "paused")]
+    w.service.resume("breaker", "operator:alice", "looked at it")  # the count starts afresh
+    with w.service.rt.store.read() as tx:
+        state = tx.get_loop_state("breaker")
+    assert state is not None and (state.paused, state.consecutive_failures) == (False, 0)
+    w.at(hour(14))
+    w.work()
+    with w.service.rt.store.read() as tx:
+        state = tx.get_loop_state("breaker")
+    assert state is not None and (state.paused, state.consecutive_failures) == (False, 1)
 
 
 # ---- §14-§16 stop conditions, freeze, dirty workspaces ------------------------------------

@@ -272,12 +272,6 @@ def test_the_shadow_report_shows_what_a_shadowed_loop_would_dispatch(occ_serve: 
 
 
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)
-@pytest.mark.xfail(
-    strict=True,
-    reason="GET /journal?entity= accepts only event, occurrence, proposal, run, loop "
-    "(engine/api/routes/inspect.py JOURNAL_ENTITIES), yet findings are journaled as "
-    "entity 'finding': an operator cannot filter a finding's history (400 bad_query)",
-)
 def test_the_journal_filters_to_one_findings_history(occ_serve: Start) -> None:
     """An operator reads one finding's history with GET /journal?entity=finding&entityId=ID:
     recorded by the system when the triage saw it."""

@@ -12,7 +12,7 @@ from engine.service.doctor import PILEUP
 from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
-JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop"})
+JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop", "finding"})
 
 routes = web.RouteTableDef()
 

@@ -360,6 +360,10 @@ GROUP BY loop, state, outcome;
 SELECT status, COUNT(*) AS n, SUM(occurrence_count) AS occurrences FROM findings
 GROUP BY status;
 
+-- name: metrics_dispatched
+-- Occurrences that ran work: the events with at least one run (retries share one).
+SELECT COUNT(DISTINCT event_id) AS n FROM runs;
+
 -- name: metrics_journal
 SELECT action, COUNT(*) AS n FROM journal GROUP BY action;
 
