@@ -132,6 +132,7 @@ def snapshot(
     last_run = tx.last_loop_run(loop.name)
     since = iso(parse_iso(at) - DAY)
     usage = tx.budget_usage(loop.name, ident.repo, since)
+    resumed = last_resumed(tx, loop.name)
     previous = next(
         (
             o
@@ -140,6 +141,7 @@ def snapshot(
             and o.state in TERMINAL
             and o.decision is not None
             and o.state != "cancelled"  # a stop or an operator's cancel concludes nothing
+            and (resumed is None or o.updated_at > resumed)  # a resume starts afresh
         ),
         None,
     )
@@ -158,6 +160,43 @@ def snapshot(
         last_decision=previous.decision if previous else None,
         occurrences=counted,
     )
+
+
+def last_resumed(tx: Tx, loop: str) -> str | None:
+    """When an operator last resumed the loop (its journal), if ever."""
+    entries = tx.list_journal(1000, 0, "loop", loop)
+    return next((e.at for e in reversed(entries) if e.action == "resumed"), None)
+
+
+# Stop conditions that wait for a person: the loop is paused until an operator resumes
+# it (seed 2 §14: a stop condition may pause the schedule).
+PAUSING = frozenset({"human_review_required", "external_blocker", "release_ready"})
+
+
+def pause_for(rt: Runtime, tx: Tx, loop: Loop, condition: str, occ: str, at: str) -> None:
+    """Pause the loop on a stop condition that only a person can clear."""
+    why = f"stop condition {condition}: resume the loop once it is handled"
+    if tx.set_paused(loop.name, True, why, "schedule", at):
+        rt.journal(
+            tx,
+            "loop",
+            loop.name,
+            "paused",
+            "schedule",
+            note=why,
+            at=at,
+            data={"condition": condition, "occurrence": occ},
+        )
+        notify(
+            rt,
+            tx,
+            "loop",
+            f"stopped:{condition}",
+            why,
+            loop=loop.name,
+            links={"loop": loop.name, "occurrence": occ},
+            at=at,
+        )
 
 
 def minimal_snapshot(rt: Runtime, event: EventRecord, ident: Identity, at: str) -> TriageSnapshot:
@@ -183,6 +222,7 @@ class Gate:
     reason: NoopReason
     trigger: str  # the occurrence trigger that ends it
     note: str
+    condition: str | None = None  # the stop condition, for a stop
 
 
 def gate(
@@ -212,6 +252,7 @@ def gate(
                 NoopReason.STOPPED,
                 "cancel",
                 f"stop condition {stopped}: mutation work is not dispatched",
+                stopped,
             )
     if loop is not None and not loop.policy.shadow:
         left = snap.budget.get("daily_runs_left")

@@ -188,7 +188,7 @@ def plan_one(
     if gate is not None:
         decision = _noop(decision, gate.reason, gate.note)
         _persist(rt, tx, event, decision, at)
-        occ_state = _occurrence(rt, tx, event, decision, at, gate.trigger, result)
+        _occurrence(rt, tx, event, decision, at, gate.trigger, result)
         occ = tx.get_occurrence(event.event_id)
         assert occ is not None
         if result.decision is TriageDecision.CREATE_CANDIDATE_FINDING:
@@ -206,7 +206,8 @@ def plan_one(
                 at=at,
             )
         occurrences.concluded(rt, tx, occ, None, at, gate.note)
-        del occ_state
+        if loop is not None and gate.condition in occurrences.PAUSING:
+            occurrences.pause_for(rt, tx, loop, gate.condition, occ.event_id, at)
         return decision
     _persist(rt, tx, event, decision, at)
     if decision.kind is DecisionKind.SHADOW:

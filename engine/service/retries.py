@@ -78,7 +78,17 @@ def _resume(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str) -> None:
     definition = rt.rules.definitions[ref_of(decision.definition)]
     ident = occurrences.Identity(occ.occurrence_key or "", occ.repo, occ.window or "")
     snap = (
-        occurrences.snapshot(rt, tx, loop, event, ident, loop_state, in_flight, 0, at)
+        occurrences.snapshot(
+            rt,
+            tx,
+            loop,
+            event,
+            ident,
+            loop_state,
+            in_flight,
+            max(0, occurrences.active_limit_reached(tx, loop, ident)[1] - 1),  # not itself
+            at,
+        )
         if loop is not None
         else occurrences.minimal_snapshot(rt, event, ident, at)
     )

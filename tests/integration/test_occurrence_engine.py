@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -29,22 +30,7 @@ from engine.worker import adapters_for, work_once
 ROOT = Path(__file__).resolve().parent.parent.parent
 TREE = ROOT / "tests" / "data" / "occurrence_engine"
 START = datetime(2026, 12, 1, 9, 59, 59, tzinfo=UTC)  # enablement; 10:00 is the first slot
-LOOPS = (
-    "budgeted",
-    "retrying",
-    "coalescing",
-    "skipping",
-    "breaker",
-    "triaged",
-    "finder",
-    "quiet",
-    "frozen-act",
-    "frozen-look",
-    "gone-act",
-    "shadowed",
-    "dirty",
-    "dirty-isolated",
-)
+LOOPS = tuple(re.findall(r"^loop (\S+)", (TREE / "loops" / "occurrences.rules").read_text(), re.M))
 
 
 def hour(h: int, minute: int = 0, second: float = 0.5) -> datetime:
@@ -468,6 +454,24 @@ def test_a_dirty_workspace_is_never_touched(world: Any, tmp_path: Path) -> None:
     assert (repo / "notes.txt").read_text() == "unsaved work\n"
     assert _git(repo, "stash", "list") == ""
     assert "worktree" not in _git(repo, "worktree", "list").split("\n", 1)[-1]
+
+
+def test_a_stop_condition_a_person_must_clear_pauses_the_loop(world: Any, tmp_path: Path) -> None:
+    """§14: after an occurrence needed a person (a dirty workspace), `stop-when
+    human_review_required` stops the next one and pauses the loop (actor `schedule`);
+    an operator's resume starts afresh and the loop dispatches again."""
+    repo = _dirty_checkout(tmp_path)
+    w = world("dirty-stop", payload={"dirty-stop": {"place": str(repo)}})
+    w.at(hour(10))
+    w.work()
+    assert w.occurrences("dirty-stop")[0].state == "human_attention_required"
+    w.at(hour(11))
+    assert w.decisions("dirty-stop")[-1] == ("noop", "stopped")
+    (paused,) = [e for e in w.journal("paused") if e.entity_id == "dirty-stop"]
+    assert paused.actor == "schedule" and "human_review_required" in paused.note
+    w.service.resume("dirty-stop", "operator:alice", "cleaned up")
+    w.at(hour(12))
+    assert w.decisions("dirty-stop")[-1] == ("run", None)
 
 
 # ---- §18 shadow mode ----------------------------------------------------------------------
