@@ -1570,8 +1570,8 @@ def test_notification_delivery_and_failure_bookkeeping(open_store: Factory) -> N
 
 def test_metrics_snapshot_counts(open_store: Factory) -> None:
     """The metrics snapshot is grouped counts (plain ints) of occurrences, decisions,
-    runs (with their attempts), findings (with their sightings), journal actions and
-    proposals (with those an operator decided)."""
+    runs (with their attempts), findings (with their sightings), journal actions,
+    proposals (with those an operator decided) and the events that have a run."""
     store = open_store()
     with store.read() as tx:
         assert tx.metrics_snapshot() == {
@@ -1581,6 +1581,7 @@ def test_metrics_snapshot_counts(open_store: Factory) -> None:
             "findings": [],
             "journal": [],
             "proposals": [],
+            "dispatched": [{"n": 0}],
         }
         assert tx.run_timings(10) == []
     with store.write() as tx:
@@ -1635,6 +1636,7 @@ def test_metrics_snapshot_counts(open_store: Factory) -> None:
         {"status": "promoted", "n": 1, "occurrences": 1},
     ]
     assert snap["journal"] == [{"action": "admit", "n": 2}, {"action": "coalesced", "n": 1}]
+    assert snap["dispatched"] == [{"n": 2}]  # events with a run: e-1 and e-2
     assert snap["proposals"] == [
         {"state": "approved", "n": 2, "by_operator": 1},
         {"state": "open", "n": 1, "by_operator": 0},

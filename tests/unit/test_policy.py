@@ -139,7 +139,7 @@ def test_freeze_and_disabled_repo_always_apply() -> None:
         (StopCondition.EXTERNAL_BLOCKER, {"last_state": "external_blocker"}, {}),
         (
             StopCondition.RELEASE_READY,
-            {"last_state": "completed", "last_decision": "release_ready"},
+            {"last_state": "nothing_to_do", "last_decision": "release_ready"},
             {},
         ),
         (
@@ -166,7 +166,7 @@ def test_a_listed_condition_stops_only_when_listed(
         (StopCondition.BUDGET_EXHAUSTED, {"budget": {"daily_runs_left": None}}, {}),
         (StopCondition.BUDGET_EXHAUSTED, {"budget": {"daily_runs_used": 0}}, {}),
         (StopCondition.RELEASE_READY, {"last_state": "completed"}, {}),
-        (StopCondition.RELEASE_READY, {"last_decision": "release_ready"}, {}),
+        (StopCondition.RELEASE_READY, {"last_decision": "run_repair_task"}, {}),
         (
             StopCondition.END_DATE,
             {"now": "2026-12-31T23:59:59+00:00"},
