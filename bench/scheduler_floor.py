@@ -103,16 +103,37 @@ def tick_rows(loops: int) -> Rows:
             (event, "propose", None, ref, loop, None, 0, 0, rule, NOTE, DIGEST, AT)
         )
         snapshot = {
-            "active": 0, "failures": 0, "findings": 0, "freeze": False, "in_flight": 0,
-            "last_decision": None, "last_outcome": None, "last_state": None, "loop": loop,
-            "nothing_streak": 0, "now": AT, "occurrences": 0, "paused": False,
-            "payload": json.loads(payload), "repo": None,
-        }  # fmt: skip
+            "active": 0,
+            "failures": 0,
+            "findings": 0,
+            "freeze": False,
+            "in_flight": 0,
+            "last_decision": None,
+            "last_outcome": None,
+            "last_state": None,
+            "loop": loop,
+            "nothing_streak": 0,
+            "now": AT,
+            "occurrences": 0,
+            "paused": False,
+            "payload": json.loads(payload),
+            "repo": None,
+        }
         rows["occurrences"].append(
-            (event, loop, "awaiting_approval", AT, f"{loop}|-|{SLOT}", None, SLOT,
-             "run_readonly_check", _dumps({"rule": None, "snapshot": snapshot}),
-             _dumps({"runs": 1, "wall_clock_seconds": 600}), AT)
-        )  # fmt: skip
+            (
+                event,
+                loop,
+                "awaiting_approval",
+                AT,
+                f"{loop}|-|{SLOT}",
+                None,
+                SLOT,
+                "run_readonly_check",
+                _dumps({"rule": None, "snapshot": snapshot}),
+                _dumps({"runs": 1, "wall_clock_seconds": 600}),
+                AT,
+            )
+        )
         rows["proposals"].append((proposal, event, loop, ref, "open", 0, 0, AT))
         admitted = {"loop": loop, "source": "schedule", "type": EVENT_TYPE}
         decided = {"definition": ref, "loop": loop, "reason": None, "rule": rule}

@@ -60,8 +60,11 @@ def _print(f: dict[str, Any]) -> None:
         }
         for loop, entry in f["loops"].items()
     ]
-    table(loops, [("LOOP", "loop"), ("OCCURRENCES", "occurrences"), ("NO-OP", "noop")],
-          "no occurrences yet")  # fmt: skip
+    table(
+        loops,
+        [("LOOP", "loop"), ("OCCURRENCES", "occurrences"), ("NO-OP", "noop")],
+        "no occurrences yet",
+    )
     print()
     table(
         f["decisions"],
@@ -71,10 +74,15 @@ def _print(f: dict[str, Any]) -> None:
     print()
     table(
         f["runs"],
-        [("LOOP", "loop"), ("RUN", "state"), ("OUTCOME", "outcome"), ("COUNT", "count"),
-         ("CLAIMS", "attempts")],
+        [
+            ("LOOP", "loop"),
+            ("RUN", "state"),
+            ("OUTCOME", "outcome"),
+            ("COUNT", "count"),
+            ("CLAIMS", "attempts"),
+        ],
         "no runs yet",
-    )  # fmt: skip
+    )
     print()
     budget = ", ".join(
         f"{loop} {used['runs']} runs/{used['wall_clock_seconds']}s"

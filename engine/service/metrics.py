@@ -145,9 +145,10 @@ class _Figures(Collector):
             "engine_occurrences", "Occurrences by loop and state.", labels=["loop", "state"]
         )
         noop = GaugeMetricFamily(
-            "engine_noop_rate", "Share of a loop's ended occurrences that found nothing to do.",
+            "engine_noop_rate",
+            "Share of a loop's ended occurrences that found nothing to do.",
             labels=["loop"],
-        )  # fmt: skip
+        )
         for loop, entry in f["loops"].items():
             for state, n in entry["occurrences"].items():
                 occ.add_metric([loop, state], n)
@@ -208,17 +209,32 @@ class _Figures(Collector):
         yield proposals
         for name, key, text in (
             ("engine_finding_observations", "findingObservations", "Observations of findings."),
-            ("engine_candidate_promotion_rate", "candidatePromotionRate",
-             "Share of candidate findings a human promoted."),
-            ("engine_finding_dismissal_rate", "findingDismissalRate",
-             "Share of decided findings a human dismissed (false positives)."),
-            ("engine_human_adoption_rate", "humanAdoptionRate",
-             "Share of proposals operators decided that they approved."),
-            ("engine_mean_wait_seconds", "meanWaitSeconds",
-             "Mean seconds from a run's queueing to its start (recent runs)."),
-            ("engine_mean_execution_seconds", "meanExecutionSeconds",
-             "Mean seconds from a run's start to its end (recent runs)."),
-        ):  # fmt: skip
+            (
+                "engine_candidate_promotion_rate",
+                "candidatePromotionRate",
+                "Share of candidate findings a human promoted.",
+            ),
+            (
+                "engine_finding_dismissal_rate",
+                "findingDismissalRate",
+                "Share of decided findings a human dismissed (false positives).",
+            ),
+            (
+                "engine_human_adoption_rate",
+                "humanAdoptionRate",
+                "Share of proposals operators decided that they approved.",
+            ),
+            (
+                "engine_mean_wait_seconds",
+                "meanWaitSeconds",
+                "Mean seconds from a run's queueing to its start (recent runs).",
+            ),
+            (
+                "engine_mean_execution_seconds",
+                "meanExecutionSeconds",
+                "Mean seconds from a run's start to its end (recent runs).",
+            ),
+        ):
             yield from _scalar(name, text, f[key])
 
 

@@ -173,30 +173,49 @@ def last_resumed(tx: Tx, loop: str) -> str | None:
 PAUSING = frozenset({"human_review_required", "external_blocker", "release_ready"})
 
 
-def pause_for(rt: Runtime, tx: Tx, loop: Loop, condition: str, occ: str, at: str) -> None:
+def pause_for(
+    rt: Runtime, tx: Tx, loop: Loop, condition: str, occ: OccurrenceRecord, at: str
+) -> None:
     """Pause the loop on a stop condition that only a person can clear."""
     why = f"stop condition {condition}: resume the loop once it is handled"
-    if tx.set_paused(loop.name, True, why, "schedule", at):
-        rt.journal(
-            tx,
-            "loop",
-            loop.name,
-            "paused",
-            "schedule",
-            note=why,
-            at=at,
-            data={"condition": condition, "occurrence": occ},
-        )
-        notify(
-            rt,
-            tx,
-            "loop",
-            f"stopped:{condition}",
-            why,
-            loop=loop.name,
-            links={"loop": loop.name, "occurrence": occ},
-            at=at,
-        )
+    pause_loop(rt, tx, loop, why, f"stopped:{condition}", occ, at, condition=condition)
+
+
+def pause_loop(
+    rt: Runtime,
+    tx: Tx,
+    loop: Loop,
+    why: str,
+    state: str,
+    occ: OccurrenceRecord,
+    at: str,
+    **data: Any,
+) -> None:
+    """The schedule pauses its own loop (the breaker, a stop that waits for a person):
+    journaled with actor `schedule` and the reason, and notified."""
+    if not tx.set_paused(loop.name, True, why, "schedule", at):
+        return
+    rt.journal(
+        tx,
+        "loop",
+        loop.name,
+        "paused",
+        "schedule",
+        note=why,
+        at=at,
+        data={**data, "occurrence": occ.event_id},
+    )
+    notify(
+        rt,
+        tx,
+        "loop",
+        state,
+        why,
+        loop=loop.name,
+        repo=occ.repo,
+        links={"loop": loop.name, "occurrence": occ.event_id},
+        at=at,
+    )
 
 
 def minimal_snapshot(rt: Runtime, event: EventRecord, ident: Identity, at: str) -> TriageSnapshot:
@@ -605,28 +624,7 @@ def concluded(
     breaker = loop.policy.circuit_breaker
     if breaker is not None and failures >= breaker and not state.paused:
         why = f"circuit breaker: {failures} consecutive failures (limit {breaker})"
-        if tx.set_paused(loop.name, True, why, "schedule", at):
-            rt.journal(
-                tx,
-                "loop",
-                loop.name,
-                "paused",
-                "schedule",
-                note=why,
-                at=at,
-                data={"failures": failures, "occurrence": occ.event_id},
-            )
-            notify(
-                rt,
-                tx,
-                "loop",
-                "breaker_tripped",
-                why,
-                loop=loop.name,
-                repo=occ.repo,
-                links={"loop": loop.name, "occurrence": occ.event_id},
-                at=at,
-            )
+        pause_loop(rt, tx, loop, why, "breaker_tripped", occ, at, failures=failures)
     fresh = tx.get_occurrence(occ.event_id)
     if fresh is not None and fresh.signals > 0 and loop.on_active is OnActive.COALESCE:
         _follow_up(rt, tx, loop, fresh, at)

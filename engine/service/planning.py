@@ -207,7 +207,7 @@ def plan_one(
             )
         occurrences.concluded(rt, tx, occ, None, at, gate.note)
         if loop is not None and gate.condition in occurrences.PAUSING:
-            occurrences.pause_for(rt, tx, loop, gate.condition, occ.event_id, at)
+            occurrences.pause_for(rt, tx, loop, gate.condition, occ, at)
         return decision
     _persist(rt, tx, event, decision, at)
     if decision.kind is DecisionKind.SHADOW:

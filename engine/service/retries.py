@@ -37,19 +37,7 @@ def _resume(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str) -> None:
     event = tx.get_event(occ.event_id)
     first = tx.get_run_by_key(idempotency_key(event)) if event is not None else None
     if event is None or first is None:
-        state = rt.lifecycle.dispatched(occ.state, "fail")
-        tx.update_occurrence(occ.event_id, occ.state, at, state=state, finished_at=at)
-        rt.journal(
-            tx,
-            "occurrence",
-            occ.event_id,
-            "concluded",
-            "system",
-            from_state=occ.state,
-            to_state=state,
-            at=at,
-            note="nothing to retry: the event or its run is gone",
-        )
+        _end(rt, tx, occ, "fail", at, "nothing to retry: the event or its run is gone")
         return
     envelope = envelope_of(event)
     loop = loop_of(envelope, rt.rules)
