@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from typing import Any
 
 from engine.core.decisions import Decision, DecisionKind, NoopReason
 from engine.core.envelope import Envelope, parse_iso
@@ -13,6 +14,7 @@ from engine.core.planner import Snapshot, loop_of, plan
 from engine.core.records import (
     DecisionRecord,
     EventRecord,
+    LoopState,
     OccurrenceRecord,
     ProposalRecord,
     RunRecord,
@@ -64,7 +66,7 @@ def plan_pending(rt: Runtime, limit: int = BATCH) -> int:
     return len(events)
 
 
-def plan_safely(rt: Runtime, tx: Tx, event: EventRecord, at: str, **known: bool) -> None:
+def plan_safely(rt: Runtime, tx: Tx, event: EventRecord, at: str, **known: Any) -> None:
     """`plan_one` in a savepoint: an event whose planning fails is decided NOOP
     `planning_error` (visible, journaled, nothing runs) instead of rolling back, and
     blocking, every other event of the batch."""
@@ -112,12 +114,19 @@ def _planning_failed(rt: Runtime, tx: Tx, event: EventRecord, at: str, err: Exce
 
 
 def plan_one(
-    rt: Runtime, tx: Tx, event: EventRecord, at: str, *, paused: bool | None = None
+    rt: Runtime,
+    tx: Tx,
+    event: EventRecord,
+    at: str,
+    *,
+    paused: bool | None = None,
+    state: LoopState | None = None,
 ) -> Decision | None:
     """Decide one event and persist the decision, its occurrence (with the triage
     decision and evidence) and its proposal or run, before anything runs. An event
     stored as planned (the scheduler admits and plans a tick in one commit) is fresh:
-    nobody else can have decided it. `paused`, when the caller knows it, saves a read."""
+    nobody else can have decided it. `paused` and the loop's `state`, when the caller
+    (the scheduler) has just read them, save reads."""
     if not event.planned:
         tx.mark_planned(event.event_id)
         if tx.get_decision(event.event_id) is not None:
@@ -129,7 +138,8 @@ def plan_one(
     if existing is not None and existing.event_id != event.event_id:
         note = f"the window already has occurrence {existing.event_id}"
         return _fold(rt, tx, event, loop, existing, NoopReason.DUPLICATE_OCCURRENCE, note, at)
-    state = tx.get_loop_state(loop.name) if loop is not None else None
+    if state is None and loop is not None:
+        state = tx.get_loop_state(loop.name)
     if paused is None:
         paused = state is not None and state.paused
     in_flight = loop is not None and tx.loop_in_flight(loop.name)

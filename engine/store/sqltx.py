@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -520,9 +521,11 @@ class SqlTx:
             finished_at=occ.finished_at,
             failure_class=occ.failure_class,
         )
-        stored = self.get_occurrence(occ.event_id)
+        if opened == 1:  # the row holds exactly these columns (inserted, or upserted)
+            return replace(occ, created_at=occ.created_at or occ.updated_at), True
+        stored = self.get_occurrence(occ.event_id)  # a keyed row left alone
         assert stored is not None
-        return stored, opened == 1
+        return stored, False
 
     def get_occurrence(self, event_id: str) -> OccurrenceRecord | None:
         row = self._one("get_occurrence", event_id=event_id)
@@ -556,11 +559,17 @@ class SqlTx:
     def active_occurrences(
         self, loop: str, repo: str | None, states: tuple[str, ...]
     ) -> list[OccurrenceRecord]:
-        found = [
-            _occurrence(r)
-            for state in dict.fromkeys(states)
-            for r in self._all("active_occurrences", loop=loop, repo=repo, state=state)
-        ]
+        wanted = list(dict.fromkeys(states))
+        if not wanted:
+            return []
+        if len(wanted) > 26:
+            raise ValueError("active_occurrences takes at most 26 states")
+        # parameter names are letters only (the drivers' styles take [a-z_] names)
+        names = {f"state_{chr(ord('a') + i)}": state for i, state in enumerate(wanted)}
+        marks = self._adapt(", ".join(f":{name}" for name in names))
+        sql = self._sql["active_occurrences"].format(states=marks)
+        self._cur.execute(sql, {"loop": loop, "repo": repo, **names})
+        found = [_occurrence(self._row(r)) for r in self._cur.fetchall()]
         return sorted(found, key=_occurrence_order)
 
     def due_retries(self, now: str, limit: int) -> list[OccurrenceRecord]:

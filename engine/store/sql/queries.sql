@@ -250,10 +250,12 @@ WHERE event_id = :event_id
 UPDATE occurrences SET signals = signals + 1 WHERE event_id = :event_id RETURNING signals;
 
 -- name: active_occurrences
--- A loop's occurrences for one repository (NULL matches NULL) in one state; SqlTx asks
--- once per state (each an index lookup) and merges them oldest first.
+-- A loop's occurrences for one repository (NULL matches NULL) in any of some states, in
+-- one statement (the (loop, state, repo) index answers it); {states} is filled by
+-- SqlTx.active_occurrences with ":state_a, :state_b, ..." (never a caller's text). SqlTx orders
+-- them oldest first.
 SELECT * FROM occurrences
-WHERE loop = :loop AND state = :state
+WHERE loop = :loop AND state IN ({states})
   AND (repo = :repo OR (CAST(:repo AS TEXT) IS NULL AND repo IS NULL));
 
 -- name: due_retries
