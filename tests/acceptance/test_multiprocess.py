@@ -39,7 +39,7 @@ T0 = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)  # the loop is first seen (enabled
 WAVE = 1000  # minutes asleep: slots due at once on waking
 WAKE = T0 + timedelta(minutes=WAVE)
 LEASE_SECONDS = 2
-CHAOS_SECONDS = 25
+CHAOS_SECONDS = 15
 TERMINAL = {"succeeded", "failed", "timed_out", "cancelled"}
 
 pytestmark = pytest.mark.slow
