@@ -196,29 +196,9 @@ def plan_one(
     )
     gate = occurrences.gate(rt, loop, definition, result, snap)
     if gate is not None:
-        decision = _noop(decision, gate.reason, gate.note)
-        _persist(rt, tx, event, decision, at)
-        _occurrence(rt, tx, event, decision, at, gate.trigger, result)
-        occ = tx.get_occurrence(event.event_id)
-        assert occ is not None
-        if result.decision is TriageDecision.CREATE_CANDIDATE_FINDING:
-            occurrences.record_finding(rt, tx, occ, result, at)
-        if result.decision is TriageDecision.RELEASE_READY:
-            notify(
-                rt,
-                tx,
-                "occurrence",
-                "release_ready",
-                result.note,
-                loop=occ.loop,
-                repo=occ.repo,
-                links={"occurrence": occ.event_id},
-                at=at,
-            )
-        occurrences.concluded(rt, tx, occ, None, at, gate.note)
-        if loop is not None and gate.condition in occurrences.PAUSING:
-            occurrences.pause_for(rt, tx, loop, gate.condition, occ, at)
-        return decision
+        return _gated(
+            rt, tx, event, loop, _noop(decision, gate.reason, gate.note), result, gate, at
+        )
     _persist(rt, tx, event, decision, at)
     if decision.kind is DecisionKind.SHADOW:
         _occurrence(
@@ -238,6 +218,43 @@ def plan_one(
         _propose(rt, tx, event, decision, at)
     elif decision.kind is DecisionKind.RUN:
         _auto_run(rt, tx, event, decision, at)
+    return decision
+
+
+def _gated(
+    rt: Runtime,
+    tx: Tx,
+    event: EventRecord,
+    loop: Loop | None,
+    decision: Decision,
+    result: Triage,
+    gate: occurrences.Gate,
+    at: str,
+) -> Decision:
+    """Triage, a stop condition or the budget ended the occurrence before dispatch:
+    persist the no-op, record what triage found (a finding, release readiness), count
+    the end, and pause the loop on a stop that waits for a person."""
+    _persist(rt, tx, event, decision, at)
+    _occurrence(rt, tx, event, decision, at, gate.trigger, result)
+    occ = tx.get_occurrence(event.event_id)
+    assert occ is not None
+    if result.decision is TriageDecision.CREATE_CANDIDATE_FINDING:
+        occurrences.record_finding(rt, tx, occ, result, at)
+    if result.decision is TriageDecision.RELEASE_READY:
+        notify(
+            rt,
+            tx,
+            "occurrence",
+            "release_ready",
+            result.note,
+            loop=occ.loop,
+            repo=occ.repo,
+            links={"occurrence": occ.event_id},
+            at=at,
+        )
+    occurrences.concluded(rt, tx, occ, None, at, gate.note)
+    if loop is not None and gate.condition in occurrences.PAUSING:
+        occurrences.pause_for(rt, tx, loop, gate.condition, occ, at)
     return decision
 
 
