@@ -525,16 +525,42 @@ def _conclude(
     *,
     via: str | None = None,
 ) -> Settled:
+    failure = cls.value if cls else None
+    state = conclude(
+        rt,
+        tx,
+        occ,
+        trigger,
+        at,
+        note,
+        cls=cls,
+        via=via,
+        data={"class": failure},
+        used=used,
+        failure_class=failure,
+    )
+    return Settled(state, True, cls)
+
+
+def conclude(
+    rt: Runtime,
+    tx: Tx,
+    occ: OccurrenceRecord,
+    trigger: str,
+    at: str,
+    note: str,
+    *,
+    cls: FailureClass | None = None,
+    via: str | None = None,
+    data: dict[str, Any] | None = None,
+    **changes: Any,
+) -> str:
+    """End an occurrence by `trigger` (from `via`, when it passed through a state on
+    the way): its reservation released, journaled `concluded`, counted by the loop
+    (see `concluded`). `changes` are further columns to set. The state it ended in."""
     state = rt.lifecycle.dispatched(via or occ.state, trigger)
     tx.update_occurrence(
-        occ.event_id,
-        occ.state,
-        at,
-        state=state,
-        used=used,
-        reserved=None,
-        finished_at=at,
-        failure_class=cls.value if cls else None,
+        occ.event_id, occ.state, at, state=state, reserved=None, finished_at=at, **changes
     )
     rt.journal(
         tx,
@@ -546,10 +572,10 @@ def _conclude(
         to_state=state,
         note=note,
         at=at,
-        data={"class": cls.value if cls else None},
+        data=data,
     )
     concluded(rt, tx, replace(occ, state=state), cls, at, note)
-    return Settled(state, True, cls)
+    return state
 
 
 # ---- the loop's counters: the circuit breaker and quiet backoff ----------------------------

@@ -119,22 +119,7 @@ def runs_of(occ: OccurrenceRecord) -> int:
 
 
 def _end(rt: Runtime, tx: Tx, occ: OccurrenceRecord, trigger: str, at: str, note: str) -> None:
-    state = rt.lifecycle.dispatched(occ.state, trigger)
-    tx.update_occurrence(occ.event_id, occ.state, at, state=state, reserved=None, finished_at=at)
-    rt.journal(
-        tx,
-        "occurrence",
-        occ.event_id,
-        "concluded",
-        "system",
-        from_state=occ.state,
-        to_state=state,
-        at=at,
-        note=note,
-    )
-    ended = tx.get_occurrence(occ.event_id)
-    assert ended is not None
-    occurrences.concluded(rt, tx, ended, None, at, note)
+    occurrences.conclude(rt, tx, occ, trigger, at, note)
 
 
 # ---- recovery after a restart ----------------------------------------------------------------
