@@ -32,6 +32,7 @@ CODES: dict[str, str] = {
     "E0301": "approval auto on a loop that is not enabled",
     "E0302": "approval auto on a human-approval-only event type or definition",
     "E0303": "approval auto on a route to a mutating definition",
+    "E0304": "approval auto or shadow mode in the unreviewed overlay",
     # duplicates
     "E0401": "duplicate loop",
     "E0402": "duplicate route",

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.core.config import HostTimer
-from engine.core.ticks import slot_text
+from engine.core.ticks import bridge_tick_id, slot_text
 
 LABEL_PREFIX = "engine.bridge."
 UNIT_PREFIX = "engine-bridge-"
@@ -43,7 +43,7 @@ def bridge_slot(now: datetime, every_seconds: int) -> datetime:
 
 def bridge_event_id(loop: str, slot: datetime) -> str:
     """A bridge post's identity; never `clock:...`, so it cannot take a native slot's."""
-    return f"bridge:{loop}:{slot_text(slot)}"
+    return bridge_tick_id(loop, slot)
 
 
 def tick_payload(payload: dict[str, Any], loop: str, slot: datetime, every: int) -> dict[str, Any]:

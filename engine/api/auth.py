@@ -1,15 +1,16 @@
 """Who is calling: operator bearer tokens (the token names the operator, compared in
-constant time), loopback peers for /inject, and operator names."""
+constant time), loopback peers for /inject, and operator names. The journal actor is
+decided here from how a request was authenticated, never taken from its body."""
 
 from __future__ import annotations
 
 import ipaddress
 
-from engine.api.settings import OPERATOR_NAME, OperatorTokens
-from engine.core.decisions import operator_actor
+from engine.api.settings import OperatorTokens
+from engine.core.decisions import Actor, operator_actor, operator_name_problem
 from engine.errors import BadRequest, Forbidden, Unauthorized
 
-INJECT_ACTOR = "inject"
+OPERATOR_HEADER = "X-Engine-Operator"
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -60,14 +61,33 @@ def require_loopback(remote: str | None) -> None:
 
 
 def operator_name(name: str) -> str:
-    if not OPERATOR_NAME.match(name):
-        raise BadRequest(
-            f"operator name '{name[:80]}' must match {OPERATOR_NAME.pattern}",
-            reason="bad_operator_name",
-        )
+    """`name` when an operator may have it; BadRequest otherwise (also for the reserved
+    actor names: nobody is `operator:schedule`)."""
+    problem = operator_name_problem(name)
+    if problem is not None:
+        raise BadRequest(problem, reason="bad_operator_name")
     return name
 
 
-def inject_actor(header: str | None) -> str:
-    """`operator:<name>` when X-Engine-Operator names one, else `inject`."""
-    return operator_actor(operator_name(header)) if header else INJECT_ACTOR
+def inject_actor(tokens: OperatorTokens, authorization: str | None, header: str | None) -> str:
+    """The actor of an unsigned envelope from this host (/inject, /github/replay):
+    `inject`, or the operator a bearer token proves. Naming an operator takes the
+    token: X-Engine-Operator alone is refused (401), and one that names someone other
+    than the token's operator is refused (403); any loopback process can send a header."""
+    if header is not None:
+        operator_name(header)
+    if authorization is None and header is None:
+        return Actor.INJECT.value
+    if authorization is None:
+        raise Unauthorized(
+            f"{OPERATOR_HEADER} names an operator, which takes that operator's token "
+            "(Authorization: Bearer <token>)",
+            reason="missing_token",
+        )
+    actor = operator_from(tokens, authorization)
+    if header is not None and actor != operator_actor(header):
+        raise Forbidden(
+            f"{OPERATOR_HEADER} names '{header}', but the token is {actor}'s",
+            reason="operator_mismatch",
+        )
+    return actor

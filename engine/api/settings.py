@@ -6,16 +6,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import re
 import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine.core.decisions import operator_name_problem
 from engine.errors import EngineError
 
-OPERATOR_NAME = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
 MIB = 1024 * 1024
 
 EVENT_SECRET_ENV = "ENGINE_EVENT_SECRET"
@@ -65,10 +64,9 @@ def parse_tokens(text: str, origin: str) -> OperatorTokens:
         where = f"{origin}: entry {index + 1}"
         if not sep or not token or any(c.isspace() for c in token):
             raise SettingsError(f"{where} must be name:token (a token without spaces)")
-        if not OPERATOR_NAME.match(name):
-            raise SettingsError(
-                f"{where}: operator name '{name}' must match {OPERATOR_NAME.pattern}"
-            )
+        problem = operator_name_problem(name)
+        if problem is not None:
+            raise SettingsError(f"{where}: {problem}")
         secret = _digest(token)
         if seen.get(secret, name) != name:
             raise SettingsError(

@@ -39,8 +39,9 @@ next, for the log; when it fails nothing is admitted and the exit is 1.
 
 With --loop NAME --every DURATION the event is that bridge loop's tick: payload
 {loop, slot, cadenceSeconds, skippedSlots} over --payload, event id
-bridge:<loop>:<slot> (the slot is the epoch floor of the cadence), so a second post
-in one slot is a duplicate. Otherwise the event id is --event-id or a fresh one.
+bridge:<loop>:<slot> (the slot is the epoch floor of the cadence; --event-id is not
+allowed), so a second post in one slot is a duplicate. Otherwise the event id is
+--event-id or a fresh one.
 
 exit codes: 0 admitted, a duplicate, or the gate said no; 1 refused (the reason is
 printed), the runtime is unreachable, or the gate or dry command could not run or
@@ -96,13 +97,18 @@ def build_envelope(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     if args.loop is not None:
         if args.every is None:
             raise BadRequest("--loop needs --every DURATION (the loop's host-clock cadence)")
+        if args.event_id is not None:
+            raise BadRequest(
+                "--event-id cannot be given with --loop: a loop's tick has its slot's id "
+                "(bridge:<loop>:<slot>), so each slot is admitted once"
+            )
         try:
             every = parse_duration(args.every)
         except DurationError as err:
             raise BadRequest(f"--every: {err}") from None
         slot = bridge_slot(now, every)
         payload = tick_payload(payload, args.loop, slot, every)
-        event_id = args.event_id or bridge_event_id(args.loop, slot)
+        event_id = bridge_event_id(args.loop, slot)
         subject = args.loop
     else:
         event_id = args.event_id or f"emit:{uuid.uuid4().hex}"

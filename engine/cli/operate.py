@@ -9,10 +9,9 @@ import getpass
 from typing import Any
 
 from engine.api import wire
-from engine.api.settings import OPERATOR_NAME
 from engine.cli.inspect import add_db_options, opened, parser_for, positive
 from engine.cli.render import Column, fields, guarded, output, table
-from engine.core.decisions import operator_actor
+from engine.core.decisions import operator_actor, operator_name_problem
 from engine.core.states import ProposalState
 from engine.errors import BadRequest
 
@@ -87,11 +86,12 @@ def add_as(parser: argparse.ArgumentParser) -> None:
 
 def actor_of(name: str | None) -> str:
     """`operator:<name>` for `--as NAME` or the login name; BadRequest (exit 2) when the
-    name is not a valid operator name."""
+    name is not a valid operator name or is a reserved actor's (`schedule`, `system`...)."""
     chosen = name if name is not None else _login_name()
-    if not OPERATOR_NAME.match(chosen):
+    problem = operator_name_problem(chosen)
+    if problem is not None:
         hint = "" if name is not None else " (your login name; pass --as NAME)"
-        raise BadRequest(f"operator name '{chosen}' must match {OPERATOR_NAME.pattern}{hint}")
+        raise BadRequest(problem + hint)
     return operator_actor(chosen)
 
 

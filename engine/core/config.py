@@ -49,6 +49,9 @@ class OverlayEntry(BaseModel):
     max_lateness: str | None = None
     singleton: bool | None = None
     approval: Literal["watched", "auto"] | None = None
+    # Read only to refuse it with a precise reason: shadow mode, like auto approval, is
+    # granted by a reviewed rule file alone (E0304, E0801).
+    shadow: Any = None
     description: str | None = None
 
     def given(self) -> set[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -37,14 +38,47 @@ class NoopReason(StrEnum):
     HUMAN_ATTENTION_REQUIRED = "human_attention_required"
 
 
+# "Duplicates suppressed", the one meaning `engine stats`, /metrics and the shadow
+# report share: triggers that opened no occurrence of their own because their window
+# already had one, or their loop had an active one (docs/occurrences.md).
+DUPLICATE_REASONS = frozenset(
+    {
+        NoopReason.DUPLICATE_OCCURRENCE,
+        NoopReason.OCCURRENCE_ACTIVE,
+        NoopReason.COALESCED,
+        NoopReason.SKIPPED_ACTIVE,
+    }
+)
+
+
 class Actor(StrEnum):
-    """Fixed actors. A human is `operator:<name>` (see `operator_actor`)."""
+    """Fixed actors, decided by the runtime from how a request was authenticated, never
+    taken from a request body. A human is `operator:<name>` (see `operator_actor`)."""
 
     SCHEDULE = "schedule"  # a loop's earned auto-approval, or the clock admitting a tick
     CHAIN = "chain"  # an outcome's chain rule
     GITHUB = "github"  # a verified webhook delivery
     SYSTEM = "system"  # the engine itself: planning, leases, route auto-approval
-    WORKER = "worker"  # a worker executing a run
+    WORKER = "worker"  # a worker executing a run (journaled `worker:<id>`)
+    INJECT = "inject"  # an unsigned envelope from this host (POST /inject, no token)
+    BRIDGE = "bridge"  # a signed envelope from another system (POST /events, engine emit)
+
+
+# The fixed actors' names: never an operator's name, so `operator:schedule` cannot be
+# journaled as if a human called `schedule` had approved something.
+RESERVED_NAMES = frozenset(a.value for a in Actor)
+OPERATOR_NAME = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
+
+
+def operator_name_problem(name: str) -> str | None:
+    """Why `name` cannot be an operator's name (None when it can): it must match
+    OPERATOR_NAME and must not be a reserved actor's name."""
+    if not OPERATOR_NAME.match(name):
+        return f"operator name '{name[:80]}' must match {OPERATOR_NAME.pattern}"
+    if name in RESERVED_NAMES:
+        reserved = ", ".join(sorted(RESERVED_NAMES))
+        return f"'{name}' is a reserved actor name and cannot be an operator's ({reserved})"
+    return None
 
 
 def operator_actor(name: str) -> str:
@@ -52,7 +86,9 @@ def operator_actor(name: str) -> str:
 
 
 def is_human(actor: str) -> bool:
-    return actor.startswith("operator:") and len(actor) > len("operator:")
+    """`operator:<name>` with a name an operator may have (never a reserved one)."""
+    name = actor.removeprefix("operator:")
+    return actor.startswith("operator:") and operator_name_problem(name) is None
 
 
 @dataclass(frozen=True, slots=True)

@@ -247,6 +247,14 @@ def _budget(d: Draft, s: Setting) -> None:
         attr, kind = _BUDGET_KEYS[name]
         least = 0 if name == "retries-per-occurrence" else 1  # 0: no retry at all
         parsed = _duration(value) if kind == "duration" else _count(value, f"budget {name}", least)
+        if name == "jobs-per-occurrence" and parsed != 1:
+            raise _Bad(
+                "E0105",
+                f"budget jobs-per-occurrence {parsed}: an occurrence dispatches exactly one job",
+                value.span,
+                "a failed job is re-run under `budget retries-per-occurrence N`; "
+                "write jobs-per-occurrence 1 or leave it out",
+            )
         budget = replace(budget, **{attr: parsed})
     d.policy = replace(d.policy, budget=budget)
 

@@ -98,6 +98,34 @@ def _override(
     )
 
 
+def _unreviewed_grant(
+    name: str, entry: OverlayEntry, located: Located[tuple[str, OverlayEntry]], c: Collector
+) -> bool:
+    """The overlay is not reviewed in git and the digest does not cover it, so it can
+    never grant what only review may: `approval: auto` (the loop would run unattended)
+    or a say over shadow mode. True when the entry tries (each try reported, E0304)."""
+    tried = False
+    if entry.approval == "auto":
+        c.error(
+            "E0304",
+            f"overlay loop '{name}' cannot be 'approval: auto'",
+            _at(located, "approval"),
+            "config/schedule.yaml is not reviewed in git: a loop earns auto approval in a "
+            "rule file under loops/, in a reviewed commit (or stays watched here)",
+        )
+        tried = True
+    if "shadow" in entry.given():
+        c.error(
+            "E0304",
+            f"overlay loop '{name}' cannot set shadow mode",
+            _at(located, "shadow"),
+            "shadow mode follows the rules: a loop of mutating work runs in shadow until a "
+            "reviewed rule file under loops/ says `shadow off`",
+        )
+        tried = True
+    return tried
+
+
 def _new_loop(
     name: str,
     entry: OverlayEntry,
@@ -105,6 +133,8 @@ def _new_loop(
     c: Collector,
     kernel: dict[str, Loop],
 ) -> Loop | None:
+    if _unreviewed_grant(name, entry, located, c):
+        return None
     if entry.emit is None:
         close = did_you_mean(name, kernel)
         c.error(
@@ -136,7 +166,7 @@ def _new_loop(
         catch_up_cap=default_cap(CatchUp(entry.catch_up or "none"), entry.catch_up_cap),
         max_lateness_seconds=lateness,
         singleton=True if entry.singleton is None else entry.singleton,
-        approval=Approval(entry.approval or "watched"),
+        approval=Approval.WATCHED,  # never auto: see _unreviewed_grant
         enabled=bool(entry.enabled),
         description=entry.description or "",
         source=Source.OVERLAY,

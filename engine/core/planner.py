@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason
+from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason, is_human
 from engine.core.envelope import Envelope
 from engine.core.ruleset import Approval, Loop, RuleSet, TriggerKind
-
-# Sources whose events can be a loop's tick (payload.loop names the loop).
-LOOP_SOURCES = frozenset({"schedule", "bridge", "manual"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,25 +18,47 @@ class Snapshot:
     loop_paused: bool = False
 
 
-def loop_of(event: Envelope, rules: RuleSet) -> Loop | None:
-    """The loop this event is a tick of, if any: a host timer (`bridge`) ticks only
-    host-clock loops, the scheduler only the others, a run-now (`manual`) any."""
+def loop_of(event: Envelope, admitted_by: str, rules: RuleSet) -> Loop | None:
+    """The loop this event is a tick of, if any (payload.loop names it, and the type
+    must be the loop's). Only the runtime makes ticks, and `admitted_by` — the actor
+    decided from how the event was authenticated, never from its body — says which
+    part of it did (docs/runtime.md, "Who may tick a loop"):
+
+    - the scheduler (`schedule`) fires a scheduled loop's slot (source `schedule`;
+      never a host-clock loop's), and a coalesced follow-up (source `manual`);
+    - a host timer (`bridge`: a signed envelope, `engine emit`) fires a host-clock
+      loop's slot (source `bridge`), and nothing else;
+    - an operator (`operator:<name>`) backfills a scheduled loop's past slot (source
+      `schedule`) and runs any loop now (source `manual`).
+
+    Admission checks that a slot posted by a host timer or an operator is one of the
+    loop's slots and has come (`engine.core.ticks.slot_problem`).
+
+    Anything else is no loop's tick, whatever its `source` says: it follows its route,
+    and can never claim a slot nor a loop's approval policy."""
     name = event.payload.get("loop")
-    if event.source not in LOOP_SOURCES or not isinstance(name, str):
+    if not isinstance(name, str):
         return None
     loop = rules.loops.get(name)
     if loop is None or loop.event_type != event.type:
         return None
     host = loop.trigger.kind is TriggerKind.HOST
-    if (event.source == "bridge" and not host) or (event.source == "schedule" and host):
-        return None
-    return loop
+    if event.source == "schedule":
+        allowed = (admitted_by == Actor.SCHEDULE or is_human(admitted_by)) and not host
+    elif event.source == "bridge":
+        allowed = admitted_by == Actor.BRIDGE and host
+    elif event.source == "manual":
+        allowed = admitted_by == Actor.SCHEDULE or is_human(admitted_by)
+    else:
+        allowed = False
+    return loop if allowed else None
 
 
-def plan(event: Envelope, rules: RuleSet, snapshot: Snapshot) -> Decision:
-    """Decide what an admitted event leads to. Human-only types always propose."""
+def plan(event: Envelope, admitted_by: str, rules: RuleSet, snapshot: Snapshot) -> Decision:
+    """Decide what an event admitted by `admitted_by` leads to. Human-only types always
+    propose."""
     route = rules.routes.get(event.type)
-    loop = loop_of(event, rules)
+    loop = loop_of(event, admitted_by, rules)
     loop_name = loop.name if loop else None
     if route is None:
         return Decision(

@@ -3,12 +3,17 @@ same envelope, so every process that fires it converges on one admission."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from typing import Any
 
 from engine.core.envelope import Envelope
-from engine.core.ruleset import Loop
-from engine.core.slots import cadence_seconds
+from engine.core.ruleset import Loop, TriggerKind
+from engine.core.slots import IntervalSlots, Slots, cadence_seconds, slots_of
+
+# Sources whose ticks are a slot's firing: the scheduler's and a host timer's. A run-now
+# (source `manual`) is an event of its own, never a slot's identity.
+SLOT_SOURCES = frozenset({"schedule", "bridge"})
 
 
 @lru_cache(maxsize=4096)  # a wave formats one slot for thousands of loops
@@ -19,6 +24,18 @@ def slot_text(slot: datetime) -> str:
 
 def tick_id(loop: str, slot: datetime) -> str:
     return f"clock:{loop}:{slot_text(slot)}"
+
+
+def bridge_tick_id(loop: str, slot: datetime) -> str:
+    """A host timer's tick of `loop`; never `clock:...`, so it cannot take a native slot's."""
+    return f"bridge:{loop}:{slot_text(slot)}"
+
+
+def slot_tick_id(source: str, loop: str, slot: datetime) -> str:
+    """The one event id a slot's tick has, by who fires it: the scheduler (and an
+    operator's backfill) `clock:<loop>:<slot>`, a host timer `bridge:<loop>:<slot>`. So a
+    slot is admitted once: a second tick of it is a duplicate id."""
+    return bridge_tick_id(loop, slot) if source == "bridge" else tick_id(loop, slot)
 
 
 def tick(loop: Loop, slot: datetime, skipped: int, source: str = "schedule") -> Envelope:
@@ -63,3 +80,54 @@ def manual_tick(loop: Loop, now: datetime, token: str) -> Envelope:
         correlationId=event_id,
         payload=payload,
     )
+
+
+# How far ahead of the runtime's clock a host timer's slot may be (clock skew between
+# hosts); beyond it a post would claim a slot that has not come yet.
+BRIDGE_SKEW = timedelta(minutes=5)
+
+
+def slot_problem(
+    loop: Loop, payload: dict[str, Any], now: datetime, skew: timedelta = timedelta(0)
+) -> str | None:
+    """Why `payload.slot` is not a slot of `loop` that has come (None when it is): it
+    must be an instant of the loop's slot sequence (for a host-clock loop, the epoch
+    floor of its cadence, as `engine emit` computes it) no later than `now` + `skew`.
+    A tick the scheduler did not make — a host timer's post, an operator's backfill —
+    can so never take a future slot's identity away from the real one."""
+    text = payload.get("slot")
+    if not isinstance(text, str):
+        return "a loop's tick needs payload.slot, an ISO-8601 UTC instant"
+    try:
+        slot = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        slot = None
+    if slot is None or slot.tzinfo is None or slot_text(slot) != text:
+        return f"payload.slot '{text[:40]}' is not a slot (ISO-8601 UTC, whole seconds, Z)"
+    every = loop.trigger.every_seconds
+    seq: Slots | None = slots_of(loop.trigger)
+    if loop.trigger.kind is TriggerKind.HOST and every:  # the cadence `engine emit` floors
+        seq = IntervalSlots(every)
+    if seq is None or seq.floor(slot) != slot:
+        return (
+            f"payload.slot {text} is not a slot of loop '{loop.name}' ({loop.trigger.describe()})"
+        )
+    if slot > now + skew:
+        return f"payload.slot {text} has not come yet (the runtime's clock is {slot_text(now)})"
+    return None
+
+
+def tick_problem(
+    event_id: str, source: str, loop: Loop, payload: dict[str, Any], now: datetime, skew: timedelta
+) -> str | None:
+    """Why a tick the scheduler did not make is refused (None when it is fine): its slot
+    must be one of the loop's that has come (`slot_problem`) and its id the slot's own
+    (`slot_tick_id`), so it is admitted at most once whoever sends it."""
+    problem = slot_problem(loop, payload, now, skew)
+    if problem is not None:
+        return problem
+    slot = datetime.fromisoformat(str(payload["slot"]).replace("Z", "+00:00"))
+    expected = slot_tick_id(source, loop.name, slot)
+    if event_id != expected:
+        return f"the tick of loop '{loop.name}' at {payload['slot']} has the id '{expected}'"
+    return None

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
+from engine.core.decisions import Actor
 from engine.core.envelope import Envelope, iso
 from engine.core.planner import loop_of
 from engine.core.records import EventRecord
+from engine.core.ticks import BRIDGE_SKEW, SLOT_SOURCES, tick_problem
 from engine.errors import Unprocessable
 from engine.service.context import Runtime
 from engine.store.ports import Tx
@@ -42,10 +45,27 @@ def check(rt: Runtime, envelope: Envelope) -> Envelope:
     return envelope.with_defaults()
 
 
+def check_tick(rt: Runtime, envelope: Envelope, actor: str) -> Envelope:
+    """Refuse (422 `bad_slot`) a tick the scheduler did not make — a host timer's post,
+    an operator's backfill — whose slot is not one of its loop's slots, has not come,
+    or whose event id is not the slot's own: nobody but the scheduler takes a slot
+    before its time, and no slot is admitted twice under two ids."""
+    loop = loop_of(envelope, actor, rt.rules)
+    if loop is None or envelope.source not in SLOT_SOURCES or actor == Actor.SCHEDULE:
+        return envelope
+    skew = BRIDGE_SKEW if actor == Actor.BRIDGE else timedelta(0)
+    problem = tick_problem(
+        envelope.eventId, envelope.source, loop, envelope.payload, rt.clock(), skew
+    )
+    if problem is not None:
+        raise Unprocessable(problem, [f"payload.slot: {problem}"], reason="bad_slot")
+    return envelope
+
+
 def record(
     rt: Runtime, envelope: Envelope, actor: str, at: str, planned: bool = False
 ) -> EventRecord:
-    loop = loop_of(envelope, rt.rules)
+    loop = loop_of(envelope, actor, rt.rules)
     return EventRecord(
         event_id=envelope.eventId,
         type=envelope.type,
@@ -90,14 +110,14 @@ def admit_record(
 
 def admit(rt: Runtime, envelope: Envelope, actor: str) -> Admission:
     """Admit one event: `{admitted, duplicate, eventId}`; a duplicate writes nothing."""
-    checked = check(rt, envelope)
+    checked = check_tick(rt, check(rt, envelope), actor)
     with rt.store.write() as tx:
         return admit_in(rt, tx, checked, actor, rt.now())
 
 
 def admit_many(rt: Runtime, envelopes: Sequence[Envelope], actor: str) -> list[Admission]:
     """Admit a batch in one transaction (the scheduler's wave)."""
-    checked = [check(rt, e) for e in envelopes]
+    checked = [check_tick(rt, check(rt, e), actor) for e in envelopes]
     at = rt.now()
     with rt.store.write() as tx:
         return [admit_in(rt, tx, e, actor, at) for e in checked]

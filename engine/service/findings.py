@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.core.decisions import is_human
+from engine.core.decisions import DUPLICATE_REASONS, is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import FindingRecord, OccurrenceRecord, RunRecord
 from engine.errors import BadRequest, Conflict, Forbidden, NotFound
@@ -20,16 +20,6 @@ from engine.service.notifications import notify
 from engine.service.schedules import loop_named
 
 PROMOTED_TYPE = "finding.promoted"
-SUPPRESSED_REASONS = frozenset(
-    {
-        "duplicate_occurrence",
-        "coalesced",
-        "occurrence_active",
-        "skipped_active",
-        "quiet_backoff",
-        "previous_run_in_flight",
-    }
-)
 REPORT_LIMIT = 10_000
 
 
@@ -143,11 +133,11 @@ def shadow_report(rt: Runtime, loop_name: str, since: str = "") -> dict[str, Any
     with rt.store.read() as tx:
         occs = tx.occurrences_of_loop(loop.name, since, REPORT_LIMIT)
         ticks = tx.loop_events(loop.name, since, REPORT_LIMIT)
-        reasons: Counter[str] = Counter()
+        noops: Counter[str] = Counter()
         for event in ticks:
             decision = tx.get_decision(event.event_id)
-            if decision is not None and decision.reason in SUPPRESSED_REASONS:
-                reasons[decision.reason] += 1
+            if decision is not None and decision.kind == "noop" and decision.reason:
+                noops[decision.reason] += 1
         repo = loop.payload.get("repo")
         human = []
         for r in tx.list_runs(REPORT_LIMIT):
@@ -167,8 +157,9 @@ def shadow_report(rt: Runtime, loop_name: str, since: str = "") -> dict[str, Any
         "byState": dict(Counter(o.state for o in occs)),
         "byDecision": dict(Counter(o.decision or "-" for o in occs)),
         "wouldDispatch": sum(1 for w in windows if w["wouldDispatch"]),
-        "duplicatesSuppressed": sum(reasons.values()),
-        "suppressedBy": dict(reasons),
+        "duplicatesSuppressed": sum(n for r, n in noops.items() if r in DUPLICATE_REASONS),
+        "suppressedBy": {r: n for r, n in noops.items() if r in DUPLICATE_REASONS},
+        "noopsBy": dict(noops),
         "divergence": divergence,
         "windows": windows,
     }

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from engine.core.decisions import DUPLICATE_REASONS
 from engine.core.envelope import iso
 from engine.service.context import Runtime
 
@@ -35,8 +36,7 @@ TERMINAL = frozenset(
         "cancelled",
     }
 )
-# Journal actions that are duplicate suppression and retry classifications.
-SUPPRESSED = ("duplicate_occurrence", "coalesced", "returned_active", "skipped_active")
+# Journal actions that are retry classifications.
 RETRIES = {
     "retry_scheduled": "infrastructure_failure",
     "conflict_wait": "conflict",
@@ -119,7 +119,9 @@ def _figures(
             for r in runs
         ],
         "runsPerDispatchedOccurrence": _ratio(run_total, dispatched),
-        "duplicatesSuppressed": sum(journal.get(a, 0) for a in SUPPRESSED),
+        "duplicatesSuppressed": sum(
+            int(r["n"]) for r in snap["decisions"] if r["reason"] in DUPLICATE_REASONS
+        ),
         "retries": {cls: journal.get(action, 0) for action, cls in RETRIES.items()},
         "budgetUsed24h": budgets,
         "findings": findings,
@@ -183,7 +185,9 @@ class _Figures(Collector):
         )
         yield from _scalar(
             "engine_duplicates_suppressed",
-            "Triggers folded into an existing occurrence (duplicate, returned, coalesced).",
+            "Triggers that opened no occurrence of their own: their window had one, or "
+            "their loop an active one (duplicate_occurrence, occurrence_active, coalesced, "
+            "skipped_active).",
             f["duplicatesSuppressed"],
         )
         retries = GaugeMetricFamily("engine_retries", "Retries by failure class.", labels=["class"])

@@ -77,6 +77,7 @@ def notify(
     None (nothing written) when the last one for the same subject had the same state:
     an unchanged blocker or failure is not announced again. `subject` tells apart
     things of one loop that each deserve their own (each finding)."""
+    key = dedup_key(kind, loop, repo, subject)
     record = NotificationRecord(
         seq=0,
         at=at or rt.now(),
@@ -86,9 +87,22 @@ def notify(
         state=state,
         links=links or {},
         message=message,
-        dedup_key=f"{kind}|{loop or '-'}|{repo or '-'}" + (f"|{subject}" if subject else ""),
+        dedup_key=key,
     )
     return tx.enqueue_notification(record)
+
+
+def dedup_key(kind: str, loop: str | None, repo: str | None, subject: str | None = None) -> str:
+    """What "the same thing" means for quiet notifications: one kind of one loop and
+    repository (and subject, where a loop has several, such as findings)."""
+    return f"{kind}|{loop or '-'}|{repo or '-'}" + (f"|{subject}" if subject else "")
+
+
+def last_state(
+    tx: Tx, kind: str, loop: str | None, repo: str | None, subject: str | None = None
+) -> str | None:
+    """The state last notified for that thing, if any."""
+    return tx.last_notification_state(dedup_key(kind, loop, repo, subject))
 
 
 def body(n: NotificationRecord) -> dict[str, Any]:

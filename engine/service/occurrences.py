@@ -23,16 +23,15 @@ from engine.core.records import (
 )
 from engine.core.registry import Definition
 from engine.core.ruleset import Loop, OnActive, max_active
-from engine.core.ticks import manual_tick
+from engine.core.ticks import SLOT_SOURCES, manual_tick
 from engine.core.triage import Triage, TriageDecision, TriageSnapshot, triage, unlimited_budget
 from engine.machines.specs import OCCURRENCE_TERMINAL
 from engine.service.context import Runtime, stable_id
-from engine.service.notifications import notify
+from engine.service.notifications import last_state, notify
 from engine.store.ports import Tx
 
 ACTIVE = ("triaging", "waiting_for_resource", "work_dispatched", "verifying")
 TERMINAL = frozenset(str(s) for s in OCCURRENCE_TERMINAL)
-SLOT_SOURCES = frozenset({"schedule", "bridge"})
 # Repeated nothing_to_do: after this many in a row the loop backs off quietly.
 QUIET_AFTER = 3
 # A conflict waits at most this many times before the occurrence times out.
@@ -168,6 +167,12 @@ def last_resumed(tx: Tx, loop: str) -> str | None:
     return next((e.at for e in reversed(entries) if e.action == "resumed"), None)
 
 
+# Ends of an occurrence a person is told about (once per change of state; a success
+# after one of them is announced as `recovered`).
+NOTIFIED_ENDS = frozenset(
+    {"failed", "timed_out", "budget_exhausted", "external_blocker", "human_attention_required"}
+)
+
 # Stop conditions that wait for a person: the loop is paused until an operator resumes
 # it (seed 2 §14: a stop condition may pause the schedule).
 PAUSING = frozenset({"human_review_required", "external_blocker", "release_ready"})
@@ -205,14 +210,13 @@ def pause_loop(
         at=at,
         data={**data, "occurrence": occ.event_id},
     )
-    notify(
+    notify(  # the whole loop pauses: one notification state per loop, whatever the repo
         rt,
         tx,
         "loop",
         state,
         why,
         loop=loop.name,
-        repo=occ.repo,
         links={"loop": loop.name, "occurrence": occ.event_id},
         at=at,
     )
@@ -617,13 +621,7 @@ def concluded(
         failures += 1
         streak = 0
     tx.set_loop_counters(loop.name, failures, streak, quiet, at)
-    if occ.state in (
-        "failed",
-        "timed_out",
-        "budget_exhausted",
-        "external_blocker",
-        "human_attention_required",
-    ):
+    if occ.state in NOTIFIED_ENDS:
         notify(
             rt,
             tx,
@@ -635,7 +633,11 @@ def concluded(
             links={"occurrence": occ.event_id, "loop": loop.name},
             at=at,
         )
-    elif occ.state == "completed" and state.consecutive_failures > 0:
+    elif occ.state == "completed" and (
+        # what was last announced for this loop and repository was a failure: a success
+        # is news (whatever reset the failure count meanwhile, e.g. an operator's resume)
+        last_state(tx, "occurrence", loop.name, occ.repo) in NOTIFIED_ENDS
+    ):
         notify(
             rt,
             tx,

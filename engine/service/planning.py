@@ -21,6 +21,7 @@ from engine.core.records import (
 )
 from engine.core.ruleset import CatchUp, DefinitionRef, Loop, OnActive
 from engine.core.states import ProposalState
+from engine.core.ticks import SLOT_SOURCES
 from engine.core.triage import Triage, TriageDecision, default_decision, triage
 from engine.service import occurrences
 from engine.service.context import Runtime, stable_id
@@ -30,8 +31,6 @@ from engine.store.ports import Tx
 log = logging.getLogger("engine.planning")
 
 BATCH = 500
-# Sources whose loop events are a slot's firing; a manual run-now is its own event.
-SLOT_SOURCES = frozenset({"schedule", "bridge"})
 
 
 def envelope_of(event: EventRecord) -> Envelope:
@@ -132,7 +131,7 @@ def plan_one(
         if tx.get_decision(event.event_id) is not None:
             return None  # another process planned it first
     envelope = envelope_of(event)
-    loop = loop_of(envelope, rt.rules)
+    loop = loop_of(envelope, event.admitted_by, rt.rules)
     ident = occurrences.identity(event, loop)
     existing = tx.get_occurrence_by_key(ident.key)
     if existing is not None and existing.event_id != event.event_id:
@@ -151,7 +150,12 @@ def plan_one(
             count = tx.add_signal(active[0].event_id)
             note = f"coalesced into active occurrence {active[0].event_id} ({count} pending)"
             return _fold(rt, tx, event, loop, active[0], NoopReason.COALESCED, note, at)
-    decision = plan(envelope, rt.rules, Snapshot(loop_in_flight=in_flight, loop_paused=paused))
+    decision = plan(
+        envelope,
+        event.admitted_by,
+        rt.rules,
+        Snapshot(loop_in_flight=in_flight, loop_paused=paused),
+    )
     if loop is not None and decision.kind is not DecisionKind.NOOP:
         if active:
             skip = loop.on_active is OnActive.SKIP

@@ -40,7 +40,7 @@ def _resume(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str) -> None:
         _end(rt, tx, occ, "fail", at, "nothing to retry: the event or its run is gone")
         return
     envelope = envelope_of(event)
-    loop = loop_of(envelope, rt.rules)
+    loop = loop_of(envelope, event.admitted_by, rt.rules)
     triaging = rt.lifecycle.dispatched(occ.state, "resume")
     tx.update_occurrence(occ.event_id, occ.state, at, state=triaging, retry_at=None)
     rt.journal(
@@ -57,7 +57,9 @@ def _resume(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str) -> None:
     loop_state = tx.get_loop_state(loop.name) if loop is not None else None
     in_flight = loop is not None and tx.loop_in_flight(loop.name)
     paused = loop_state is not None and loop_state.paused
-    decision = plan(envelope, rt.rules, Snapshot(loop_in_flight=False, loop_paused=paused))
+    decision = plan(
+        envelope, event.admitted_by, rt.rules, Snapshot(loop_in_flight=False, loop_paused=paused)
+    )
     moved = tx.get_occurrence(occ.event_id)
     assert moved is not None
     if decision.kind is DecisionKind.NOOP or decision.definition is None:

@@ -17,11 +17,11 @@ from engine.core.envelope import iso, parse_iso
 from engine.core.records import EventRecord, LoopState, RunRecord
 from engine.core.ruleset import Loop
 from engine.core.slots import IntervalSlots, SkipReason, Slots, next_fires, slots_of
-from engine.core.ticks import manual_tick, slot_text, tick
+from engine.core.ticks import SLOT_SOURCES, manual_tick, slot_text, tick
 from engine.errors import BadRequest, Conflict, NotFound
 from engine.service.admission import Admission, admit, admit_in
 from engine.service.context import Runtime
-from engine.service.planning import SLOT_SOURCES
+from engine.service.notifications import notify
 from engine.store.ports import Tx
 
 NEXT_FIRES = 5
@@ -230,6 +230,17 @@ def resume(rt: Runtime, name: str, actor: str, note: str = "") -> dict[str, Any]
             note=note.strip(),
             at=at,
             data={"pausedBy": state.paused_by, "pauseNote": state.pause_note},
+        )
+        # the loop's state changed: a breaker that trips again is news again
+        notify(
+            rt,
+            tx,
+            "loop",
+            "resumed",
+            f"loop '{name}' resumed by {actor}" + (f": {note.strip()}" if note.strip() else ""),
+            loop=name,
+            links={"loop": name},
+            at=at,
         )
     return schedule_of(rt, name, rt.clock())
 

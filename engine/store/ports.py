@@ -247,6 +247,9 @@ class Tx(Protocol):
         promoted event, kept as it was when None)."""
 
     # ---- notifications --------------------------------------------------------------
+    def last_notification_state(self, dedup_key: str) -> str | None:
+        """The state of the newest notification with this `dedup_key`, if any."""
+
     def enqueue_notification(self, n: NotificationRecord) -> int | None:
         """Quiet by default: None (nothing written) when the newest notification with the
         same `dedup_key` has the same `state`; else store it and answer its seq (the

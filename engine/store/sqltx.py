@@ -688,9 +688,12 @@ class SqlTx:
         return moved == 1
 
     # ---- notifications ---------------------------------------------------------------
+    def last_notification_state(self, dedup_key: str) -> str | None:
+        row = self._one("last_notification_state", dedup_key=dedup_key)
+        return None if row is None else str(row["state"])
+
     def enqueue_notification(self, n: NotificationRecord) -> int | None:
-        last = self._one("last_notification_state", dedup_key=n.dedup_key)
-        if last is not None and last["state"] == n.state:
+        if self.last_notification_state(n.dedup_key) == n.state:
             return None
         row = self._one(
             "insert_notification",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -25,10 +26,14 @@ def shipped(shipped_serve: Any) -> Any:
     return shipped_serve
 
 
-def engine(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def engine(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
     return subprocess.run(
         [sys.executable, "-m", "engine", *args],
         cwd=ROOT,
+        env={**base, **(env or {})},
         input=stdin,
         capture_output=True,
         text=True,
@@ -69,10 +74,12 @@ def work(repo: str = "factory") -> dict[str, Any]:
     }
 
 
-def inject(shipped: Any, tmp_path: Path, doc: Any, *args: str) -> subprocess.CompletedProcess[str]:
+def inject(
+    shipped: Any, tmp_path: Path, doc: Any, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     file = tmp_path / f"envelope-{time.time_ns()}.json"
     file.write_text(json.dumps(doc))
-    return engine("inject", str(file), "--url", shipped.url, *args)
+    return engine("inject", str(file), "--url", shipped.url, *args, env=env)
 
 
 def planned(shipped: Any, event_id: str) -> dict[str, Any]:
@@ -101,15 +108,53 @@ def test_inject_admits_once_then_answers_duplicate(shipped: Any, tmp_path: Path)
 
 
 def test_inject_reads_a_list_from_stdin_as_an_operator(shipped: Any) -> None:
-    """`engine inject - --as NAME` admits a list from stdin with actor operator:<NAME>."""
+    """`engine inject - --as NAME` with NAME's token ($ENGINE_TOKEN) admits a list from
+    stdin with actor operator:<NAME>."""
     docs = [work(), work("other")]
     docs[1]["eventId"] += "-b"
     result = engine(
-        "inject", "-", "--url", shipped.url, "--as", "carol", "--json", stdin=json.dumps(docs)
+        "inject",
+        "-",
+        "--url",
+        shipped.url,
+        "--as",
+        "bob",
+        "--json",
+        stdin=json.dumps(docs),
+        env={"ENGINE_TOKEN": shipped.token("bob")},
     )
     assert [a["admitted"] for a in as_json(result)] == [True, True]
     _, shown = shipped.request("GET", f"/events/{docs[1]['eventId']}", token=shipped.token("bob"))
-    assert shown["event"]["admittedBy"] == "operator:carol"
+    assert shown["event"]["admittedBy"] == "operator:bob"
+
+
+def test_inject_as_an_operator_takes_their_token(shipped: Any, tmp_path: Path) -> None:
+    """`--as NAME` without NAME's token is a usage error (exit 2) and sends nothing; with
+    another operator's token the runtime refuses it (exit 1); `ENGINE_OPERATOR_TOKEN`
+    holding NAME's entry is NAME's token."""
+    doc = work()
+    missing = inject(shipped, tmp_path, doc, "--as", "carol")
+    assert missing.returncode == 2 and "carol's token" in missing.stderr
+    wrong = inject(
+        shipped, tmp_path, doc, "--as", "alice", env={"ENGINE_TOKEN": shipped.token("bob")}
+    )
+    assert wrong.returncode == 1 and "operator:bob" in wrong.stderr
+    assert shipped.request("GET", f"/events/{doc['eventId']}", token=shipped.token("bob"))[0] == 404
+    listed = {"ENGINE_OPERATOR_TOKEN": shipped.env["ENGINE_OPERATOR_TOKEN"]}
+    assert inject(shipped, tmp_path, doc, "--as", "alice", env=listed).returncode == 0
+    _, shown = shipped.request("GET", f"/events/{doc['eventId']}", token=shipped.token("bob"))
+    assert shown["event"]["admittedBy"] == "operator:alice"
+
+
+@pytest.mark.parametrize(
+    "name", ["schedule", "system", "chain", "github", "worker", "inject", "bridge"]
+)
+def test_approve_refuses_a_reserved_actor_name(shipped: Any, name: str) -> None:
+    """`engine approve --as schedule` (or any reserved actor) is a usage error: nothing
+    is ever journaled `operator:schedule`."""
+    result = engine("approve", "prop-0000000000000000", "--as", name, *shipped.argv())
+    assert result.returncode == 2 and "reserved actor name" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_inject_refused_prints_the_reason_and_exits_1(shipped: Any, tmp_path: Path) -> None:

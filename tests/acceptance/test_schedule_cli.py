@@ -24,7 +24,7 @@ TREE = ROOT / "tests" / "data" / "scheduling"
 STARTED = datetime(2026, 11, 30, 0, 59, 59, tzinfo=UTC)
 NOW = "2026-11-30T01:00:02Z"  # just after the runtime's 01:00 pass
 AUTO_LOOP = """\
-  extra:                     # an instance loop with earned auto approval
+  extra:                     # an instance loop that tries to grant itself auto approval
     emit: test.tick
     every: 2h
     approval: auto
@@ -156,14 +156,14 @@ def test_enable_creates_a_missing_overlay(tree: Tree) -> None:
     assert "  idle:\n    enabled: true" in text
 
 
-def test_an_edit_that_breaks_the_rules_is_undone(tree: Tree) -> None:
-    """Disabling an overlay loop that declares `approval auto` fails E0301: exit 1 and
-    the overlay keeps its original bytes."""
+def test_an_overlay_that_does_not_load_is_not_edited(tree: Tree) -> None:
+    """An overlay loop that declares `approval: auto` does not load (E0304): `schedule
+    disable` exits 1 with the diagnostic and the overlay keeps its original bytes."""
     with tree.overlay.open("a") as out:
         out.write(AUTO_LOOP)
     before = tree.overlay.read_bytes()
     done = tree.run("schedule", "disable", "extra")
-    assert done.returncode == 1 and "E0301" in done.stderr and "unchanged" in done.stderr
+    assert done.returncode == 1 and "E0304" in done.stderr
     assert tree.overlay.read_bytes() == before
 
 

@@ -85,8 +85,9 @@ def test_status_is_open_and_carries_no_secret(api_serve: Any) -> None:
     assert api_serve.env["ENGINE_EVENT_SECRET"] not in text and "alice-token" not in text
 
 
-def test_signed_event_is_admitted_with_its_source_as_actor(api_serve: Any) -> None:
-    """A correctly signed envelope is admitted (202) and the journal names its source."""
+def test_signed_event_is_admitted_with_bridge_as_actor(api_serve: Any) -> None:
+    """A correctly signed envelope is admitted (202) and the journal names `bridge`, the
+    actor signed intake proves, not the envelope's source."""
     doc = envelope(source="ci")
     status, answer = post_signed(api_serve, doc)
     assert (status, answer) == (
@@ -94,7 +95,7 @@ def test_signed_event_is_admitted_with_its_source_as_actor(api_serve: Any) -> No
         {"admitted": True, "duplicate": False, "eventId": doc["eventId"]},
     )
     [entry] = [e for e in journal_of(api_serve, doc["eventId"]) if e["action"] == "admitted"]
-    assert entry["actor"] == "ci"
+    assert entry["actor"] == "bridge"
 
 
 def test_duplicate_admission_answers_duplicate_and_writes_nothing(api_serve: Any) -> None:
@@ -142,16 +143,79 @@ def test_bad_or_stale_signatures_are_401_and_admit_nothing(
     assert nothing_written(api_serve, doc["eventId"])
 
 
-def test_inject_records_inject_or_the_named_operator(api_serve: Any) -> None:
-    """/inject from loopback admits with actor `inject`, or `operator:<name>` when named."""
-    plain, named = envelope(), envelope()
+def test_inject_records_inject_or_the_operator_of_the_token(api_serve: Any) -> None:
+    """/inject from loopback admits with actor `inject`, or `operator:<name>` when the
+    request carries that operator's token (with or without X-Engine-Operator naming them)."""
+    plain, named, header = envelope(), envelope(), envelope()
     assert api_serve.request("POST", "/inject", plain)[0] == 202
-    headers = {"X-Engine-Operator": "carol"}
-    assert api_serve.request("POST", "/inject", named, headers=headers)[0] == 202
+    bob = api_serve.token("bob")
+    assert api_serve.request("POST", "/inject", named, token=bob)[0] == 202
+    by_header = {"X-Engine-Operator": "bob"}
+    assert api_serve.request("POST", "/inject", header, token=bob, headers=by_header)[0] == 202
     token = api_serve.token("alice")
-    _, one = api_serve.request("GET", f"/events/{plain['eventId']}", token=token)
-    _, two = api_serve.request("GET", f"/events/{named['eventId']}", token=token)
-    assert (one["event"]["admittedBy"], two["event"]["admittedBy"]) == ("inject", "operator:carol")
+    actors = [
+        api_serve.request("GET", f"/events/{doc['eventId']}", token=token)[1]["event"]["admittedBy"]
+        for doc in (plain, named, header)
+    ]
+    assert actors == ["inject", "operator:bob", "operator:bob"]
+
+
+@pytest.mark.parametrize(
+    ("path", "token", "status", "reason"),
+    [
+        ("/inject", None, 401, "missing_token"),
+        ("/inject", "bob", 403, "operator_mismatch"),
+        ("/inject", "wrong", 401, "bad_token"),
+        ("/github/replay", None, 401, "missing_token"),
+        ("/github/replay", "bob", 403, "operator_mismatch"),
+    ],
+)
+def test_naming_an_operator_takes_their_token(
+    api_serve: Any, path: str, token: str | None, status: int, reason: str
+) -> None:
+    """X-Engine-Operator alone no longer makes any loopback process an operator: without
+    the named operator's token it is refused and nothing is admitted."""
+    doc = envelope()
+    bearer = {"bob": api_serve.token("bob"), "wrong": "not-a-token", None: None}[token]
+    headers = {"X-Engine-Operator": "alice"}
+    if path == "/github/replay":
+        headers |= {"X-GitHub-Event": "ping", "X-GitHub-Delivery": f"d-{time.time_ns()}"}
+    found, answer = api_serve.request("POST", path, doc, token=bearer, headers=headers)
+    assert (found, answer["details"]["reason"]) == (status, reason)
+    assert nothing_written(api_serve, doc["eventId"])
+
+
+@pytest.mark.parametrize("name", ["schedule", "system", "chain", "github", "worker", "inject"])
+def test_a_reserved_actor_name_is_no_operator(api_serve: Any, name: str) -> None:
+    """X-Engine-Operator naming a reserved actor is a 400 before anything else."""
+    doc = envelope()
+    headers = {"X-Engine-Operator": name}
+    status, answer = api_serve.request("POST", "/inject", doc, headers=headers)
+    assert (status, answer["details"]["reason"]) == (400, "bad_operator_name")
+    assert nothing_written(api_serve, doc["eventId"])
+
+
+@pytest.mark.parametrize("claimed", ["schedule", "github", "system", "chain", "inject"])
+def test_a_signed_envelope_is_admitted_as_bridge_whatever_its_source(
+    api_serve: Any, claimed: str
+) -> None:
+    """POST /events takes its actor from the signature (`bridge`), never from the
+    envelope's `source`: no signed envelope is journaled as the scheduler or GitHub."""
+    doc = envelope(source=claimed)
+    assert post_signed(api_serve, doc)[0] == 202
+    token = api_serve.token("alice")
+    _, seen = api_serve.request("GET", f"/events/{doc['eventId']}", token=token)
+    assert (seen["event"]["admittedBy"], seen["event"]["source"]) == ("bridge", claimed)
+    admitted = [e for e in journal_of(api_serve, doc["eventId"]) if e["action"] == "admitted"]
+    assert [e["actor"] for e in admitted] == ["bridge"]
+
+
+def test_a_signed_batch_may_mix_sources(api_serve: Any) -> None:
+    """The actor of a signed batch is `bridge` for every envelope, so a batch may carry
+    several sources (they are data, not who admitted it)."""
+    docs = [envelope(source="manual"), envelope(source="ci")]
+    status, answer = post_signed(api_serve, docs)
+    assert status == 202 and [a["admitted"] for a in answer] == [True, True]
 
 
 def test_event_ids_with_slashes_and_colons_are_served(api_serve: Any) -> None:
@@ -308,8 +372,8 @@ def test_auto_route_never_names_an_operator(api_serve: Any) -> None:
     assert (proposal["decidedBy"], run["approvedBy"]) == ("system", "system")
     records = journal_of(api_serve, doc["eventId"], proposal["proposalId"], run["runId"])
     actors = {e["actor"] for e in records}
-    assert {"schedule", "system"} <= actors
-    assert all(a in {"schedule", "system", "chain"} or a.startswith("worker:") for a in actors)
+    assert {"bridge", "system"} <= actors
+    assert all(a in {"bridge", "system", "chain"} or a.startswith("worker:") for a in actors)
 
 
 def test_closed_runtime_refuses_signed_events_and_operator_routes(serve_factory: Any) -> None:
@@ -374,6 +438,18 @@ def test_operator_token_list_is_parsed_and_checked() -> None:
     for bad in ("alice", "alice:", "Alice:x", "a:x,b:x"):
         with pytest.raises(SettingsError):
             parse_tokens(bad, "ENV")
+
+
+@pytest.mark.parametrize(
+    "name", ["schedule", "system", "chain", "github", "worker", "inject", "bridge"]
+)
+def test_a_reserved_actor_name_is_no_operator_token_name(name: str) -> None:
+    """ENGINE_OPERATOR_TOKEN cannot name an operator after a reserved actor: the runtime
+    refuses to start rather than journal `operator:schedule`; the secret is never echoed."""
+    with pytest.raises(SettingsError) as caught:
+        parse_tokens(f"alice:a1,{name}:s3cret-{name}", "ENV")
+    assert "reserved actor name" in caught.value.message
+    assert "s3cret" not in caught.value.message
 
 
 def test_unexpected_error_is_a_json_500_without_traceback() -> None:

@@ -3,10 +3,15 @@ the shipped tree: admitted, duplicate, refused, unreachable, and the gate's yes 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import os
 import subprocess
 import sys
+import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from conftest import EVENT_SECRET, ROOT, Serve, free_port
@@ -78,3 +83,58 @@ def test_gate_no_is_an_observed_no_op_and_gate_yes_admits(shipped_serve: Serve) 
     yes = emit(shipped_serve, "factory.work.requested", *payload, "--gate", "true --ignored-arg")
     assert yes.returncode == 0 and f"{event_id}: admitted" in yes.stdout, yes.stderr
     assert event(shipped_serve, event_id)[0] == 200
+
+
+def test_a_signed_post_cannot_claim_another_host_slot(shipped_serve: Serve) -> None:
+    """A host-clock tick whose slot has not come, is off the loop's cadence, or comes
+    under another id than the slot's own is a 422 `bad_slot` (nothing admitted): a
+    signed sender fires the current slot once, never takes another's identity."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    today = now.replace(hour=0, minute=0, second=0)
+    cases = {
+        "future": (today + timedelta(days=3), None),
+        "off-cadence": (today + timedelta(minutes=7), None),
+        "another-id": (today, f"bridge:factory-triage:{uuid.uuid4().hex}"),
+    }
+    for name, (slot, event_id) in cases.items():
+        text = slot.strftime("%Y-%m-%dT%H:%M:%SZ")
+        doc = {
+            "eventId": event_id or f"bridge:factory-triage:{text}",
+            "type": "factory.triage.requested",
+            "source": "bridge",
+            "occurredAt": text,
+            "payload": {
+                "repo": "factory",
+                "loop": "factory-triage",
+                "slot": text,
+                "cadenceSeconds": 86400,
+                "skippedSlots": 0,
+            },
+        }
+        body = json.dumps(doc).encode()
+        stamp = str(int(time.time()))
+        mac = hmac.new(EVENT_SECRET.encode(), stamp.encode() + b"." + body, hashlib.sha256)
+        headers = {"X-Engine-Timestamp": stamp, "X-Engine-Signature": "sha256=" + mac.hexdigest()}
+        status, answer = shipped_serve.request("POST", "/events", raw=body, headers=headers)
+        assert (status, answer["details"]["reason"]) == (422, "bad_slot"), name
+        assert event(shipped_serve, doc["eventId"])[0] == 404
+
+
+def test_a_loop_tick_takes_no_event_id(shipped_serve: Serve) -> None:
+    """`engine emit --loop ... --event-id X` is a usage error (exit 2): a loop's tick
+    has its slot's id, so each slot is admitted once; nothing is posted."""
+    event_id = fresh()
+    done = emit(
+        shipped_serve,
+        "factory.triage.requested",
+        "--payload",
+        '{"repo":"factory"}',
+        "--loop",
+        "factory-triage",
+        "--every",
+        "24h",
+        "--event-id",
+        event_id,
+    )
+    assert done.returncode == 2 and "--event-id" in done.stderr
+    assert event(shipped_serve, event_id)[0] == 404

@@ -164,6 +164,39 @@ def test_a_window_has_one_occurrence_whatever_delivers_it(world: Any) -> None:
     assert len(w.runs("budgeted")) == 1
 
 
+def test_an_envelope_posing_as_the_scheduler_claims_no_slot(world: Any) -> None:
+    """A signed envelope (actor `bridge`) that says `source: schedule` and names an auto
+    loop's future slot is no tick: it is planned by its route (a proposal nobody
+    approved), approved by nobody, and the real slot later fires as the scheduler's."""
+    w = world("budgeted")
+    forged = Envelope.model_validate(
+        {
+            "eventId": "forged-12",
+            "type": "occ.budgeted",
+            "source": "schedule",
+            "subject": "r1",
+            "occurredAt": "2026-12-01T12:00:00Z",
+            "payload": {
+                "loop": "budgeted",
+                "slot": "2026-12-01T12:00:00Z",
+                "repo": "r1",
+                "cadenceSeconds": 3600,
+                "skippedSlots": 0,
+            },
+        }
+    )
+    assert w.service.admit(forged, "bridge").admitted
+    w.at(hour(10))
+    seen = w.service.event("forged-12")
+    assert (seen["event"].admitted_by, seen["event"].loop) == ("bridge", None)
+    assert (seen["decision"].kind, seen["decision"].approved_by) == ("propose", None)
+    assert [r for r in w.service.runs(1000) if r.event_id == "forged-12"] == []
+    w.at(hour(12))
+    real = w.service.event("clock:budgeted:2026-12-01T12:00:00Z")
+    assert (real["decision"].kind, real["decision"].approved_by) == ("run", "schedule")
+    assert real["event"].admitted_by == "schedule"
+
+
 def test_triage_decision_and_evidence_persist_before_the_run(world: Any) -> None:
     """§6-§7: the decision and the snapshot it saw are on the occurrence when the run is
     queued, before any worker looks; at most one run per occurrence."""
@@ -566,6 +599,39 @@ def test_notifications_go_to_the_sink_only_on_a_state_change(
     assert all(n["links"]["occurrence"].startswith("clock:breaker:") for n in lines)
 
 
+def test_after_an_operators_resume_success_and_failure_are_announced(
+    world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§17: the breaker trips (failed, breaker_tripped), an operator resumes (resumed);
+    the success that follows is announced as `recovered` and the next failure again,
+    although the resume had reset the failure count; a second trip is news again."""
+    sink = tmp_path / "notify.jsonl"
+    monkeypatch.setenv("ENGINE_NOTIFY_LOG", str(sink))
+    w = world("breaker")
+    w.answer("breaker", "FAILED")
+    for h in (10, 11):
+        w.at(hour(h))
+        w.work()
+    w.service.resume("breaker", "operator:alice", "looked at it")
+    w.answer("breaker", "OK")
+    w.at(hour(12))
+    w.work()
+    w.answer("breaker", "FAILED")
+    for h in (13, 14):
+        w.at(hour(h))
+        w.work()
+    w.at(hour(14, 1))  # the loop delivers
+    lines = [json.loads(x) for x in sink.read_text().splitlines()]
+    assert [(n["kind"], n["state"]) for n in lines] == [
+        ("occurrence", "failed"),
+        ("loop", "breaker_tripped"),
+        ("loop", "resumed"),
+        ("occurrence", "recovered"),
+        ("occurrence", "failed"),
+        ("loop", "breaker_tripped"),
+    ]
+
+
 # ---- §20 self-improvement limits, §21 recovery, §22 metrics ------------------------------------
 
 
@@ -635,6 +701,24 @@ def test_restart_resumes_from_durable_boundaries(world: Any) -> None:
     assert states["orphan"] == "failed"
     assert [s for e, s in states.items() if e != "orphan"] == ["completed"]
     assert [e.entity_id for e in w.journal("recovered")] == ["orphan"]
+
+
+def test_duplicates_suppressed_means_one_thing_everywhere(world: Any) -> None:
+    """`duplicatesSuppressed` in `engine stats` (and /metrics) and in the shadow report
+    count the same triggers: those that opened no occurrence because their window or
+    loop already had one. A quiet backoff is a no-op, not a duplicate, in both."""
+    w = world("retrying", "quiet")
+    w.answer("retrying", "CRASH")
+    for h in (10, 11, 12, 13):
+        w.at(hour(h))
+        w.work()
+    report = {loop: w.service.shadow_report(loop) for loop in ("retrying", "quiet")}
+    assert report["retrying"]["suppressedBy"].get("occurrence_active", 0) >= 1
+    assert report["quiet"]["duplicatesSuppressed"] == 0
+    assert report["quiet"]["noopsBy"].get("quiet_backoff") == 1
+    assert "quiet_backoff" not in report["quiet"]["suppressedBy"]
+    total = sum(r["duplicatesSuppressed"] for r in report.values())
+    assert w.service.stats()["duplicatesSuppressed"] == total
 
 
 def test_metrics_report_what_the_automation_did(world: Any, run_engine: Any) -> None:

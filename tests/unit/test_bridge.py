@@ -6,6 +6,7 @@ from __future__ import annotations
 import plistlib
 import shutil
 import subprocess
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import pytest
 
 from engine.bridge import bridge_event_id, bridge_slot, emit_argv, render_files
 from engine.cli.main import main
-from engine.core.ticks import tick_id
+from engine.core.ruleset import Loop, Trigger, TriggerKind
+from engine.core.ticks import BRIDGE_SKEW, slot_problem, tick_id
 from engine.loading import Paths, load_host_clocks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,3 +178,61 @@ def test_systemd_units_verify(tmp_path: Path) -> None:
             check=False,
         )
         assert done.returncode == 0, done.stderr
+
+
+# ---- a host timer's post claims only its own, current slot -----------------------------
+
+HOST_LOOP = Loop(
+    name="factory-dispatch",
+    trigger=Trigger(TriggerKind.HOST, every_seconds=300),
+    event_type="factory.work.requested",
+    payload={},
+)
+POSTED_AT = datetime(2026, 12, 1, 9, 7, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("slot", "problem"),
+    [
+        ("2026-12-01T09:05:00Z", None),  # the current slot
+        ("2026-12-01T08:00:00Z", None),  # an older one (a late timer)
+        ("2026-12-01T09:10:00Z", None),  # next slot, within the clock skew
+        ("2026-12-01T09:15:00Z", "has not come yet"),  # a future slot
+        ("2026-12-01T09:06:00Z", "not a slot of loop"),  # not on the 5-minute cadence
+        ("2026-12-01T09:05:00.5Z", "not a slot"),
+        ("2026-12-01T09:05:00+00:00", "not a slot"),
+        ("yesterday", "not a slot"),
+        (None, "needs payload.slot"),
+    ],
+)
+def test_a_bridge_tick_must_be_a_slot_of_its_loop_that_has_come(
+    slot: str | None, problem: str | None
+) -> None:
+    """A signed post may fire its host-clock loop's slot, never one that has not come
+    (which would take the real slot's identity) nor one off the loop's cadence."""
+    payload = {} if slot is None else {"slot": slot}
+    found = slot_problem(HOST_LOOP, payload, POSTED_AT, BRIDGE_SKEW)
+    assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+@pytest.mark.parametrize(
+    ("trigger", "slot", "ok"),
+    [
+        (Trigger(TriggerKind.INTERVAL, every_seconds=3600), "2026-12-01T08:00:00Z", True),
+        (Trigger(TriggerKind.INTERVAL, every_seconds=3600), "2026-12-01T08:30:00Z", False),
+        (Trigger(TriggerKind.INTERVAL, every_seconds=3600), "2026-12-01T10:00:00Z", False),
+        (Trigger(TriggerKind.CRON, cron="0 6 * * *", timezone="Europe/Budapest"),
+         "2026-12-01T05:00:00Z", True),
+        (Trigger(TriggerKind.CRON, cron="0 6 * * *", timezone="Europe/Budapest"),
+         "2026-12-01T06:00:00Z", False),
+        (Trigger(TriggerKind.MANUAL), "2026-12-01T06:00:00Z", False),
+    ],
+)  # fmt: skip
+def test_an_operators_backfilled_tick_must_be_a_past_slot(
+    trigger: Trigger, slot: str, ok: bool
+) -> None:
+    """A backfilled tick (no skew) names a slot of the loop's own sequence that has come:
+    09:07:30 is now, so 10:00 has not, 08:30 is off an hourly cadence, 06:00 UTC is not
+    06:00 in Budapest, and a manual loop has no slots."""
+    loop = replace(HOST_LOOP, name="nightly", trigger=trigger)
+    assert (slot_problem(loop, {"slot": slot}, POSTED_AT) is None) is ok

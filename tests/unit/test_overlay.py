@@ -68,7 +68,7 @@ def test_new_complete_overlay_loop(rules: RuleSet) -> None:
     assert (nightly.trigger.cron, nightly.trigger.timezone) == ("0 6 * * 1-5", "Europe/Budapest")
     assert (nightly.catch_up, nightly.catch_up_cap) == (CatchUp.ALL, 3)
     assert nightly.max_lateness_seconds == 7200
-    assert (nightly.singleton, nightly.approval, nightly.enabled) == (False, Approval.AUTO, True)
+    assert (nightly.singleton, nightly.approval, nightly.enabled) == (False, Approval.WATCHED, True)
     assert nightly.description == "nightly sweep"
     assert nightly.event_type == "clock.tick.reaper"
 
@@ -144,3 +144,38 @@ def test_overlay_may_switch_off_a_loop_that_earned_auto(tmp_path: Path) -> None:
     with pytest.raises(RulesError) as err:
         load_rules(paths)
     assert [d.code for d in err.value.diagnostics] == ["E0301"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "key"),
+    [("approval: auto", "approval"), ("shadow: off", "shadow"), ("shadow: false", "shadow")],
+)
+def test_an_overlay_loop_never_grants_what_only_review_may(
+    tmp_path: Path, entry: str, key: str
+) -> None:
+    """A loop declared only in the git-ignored overlay cannot be `approval: auto` nor set
+    shadow mode: E0304 at that key, so nothing runs unattended that no reviewed rule file
+    allowed (the digest does not cover the overlay)."""
+    schedule = f"schedules:\n  extra:\n    emit: clock.tick.reaper\n    every: 2h\n    {entry}\n"
+    schedule += "    enabled: true\n"
+    with pytest.raises(RulesError) as caught:
+        load_rules(with_schedule(tmp_path, schedule))
+    (d,) = caught.value.diagnostics
+    assert (d.code, d.span.line, d.span.column) == ("E0304", 5, 5)
+    assert key in d.message and "loops/" in (d.hint or "")
+
+
+def test_an_overlay_loop_may_say_watched(tmp_path: Path) -> None:
+    """`approval: watched` is what an overlay loop gets anyway; writing it is allowed."""
+    schedule = "schedules:\n  extra:\n    emit: clock.tick.reaper\n    every: 2h\n"
+    schedule += "    approval: watched\n    enabled: true\n"
+    extra = load_rules(with_schedule(tmp_path, schedule)).loops["extra"]
+    assert (extra.approval, extra.enabled, extra.source) == (Approval.WATCHED, True, Source.OVERLAY)
+
+
+def test_shadow_of_a_kernel_loop_is_pinned(tmp_path: Path) -> None:
+    """The overlay cannot switch a kernel loop's shadow mode either (E0801)."""
+    paths = with_schedule(tmp_path, "schedules:\n  reaper:\n    shadow: off\n")
+    with pytest.raises(RulesError) as caught:
+        load_rules(paths)
+    assert [(d.code, d.span.line) for d in caught.value.diagnostics] == [("E0801", 3)]

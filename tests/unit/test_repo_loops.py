@@ -166,7 +166,9 @@ def test_merge_loop_auto_approves_read_only_work_only(rules: RuleSet) -> None:
 
 def test_merge_loop_tick_runs_the_scan_as_schedule(rules: RuleSet) -> None:
     """A merge-<repo> slot plans a run of merge-scan@1 approved by `schedule`, never an operator."""
-    decision = plan(tick("merge-alpha", "factory.merge.requested", "alpha"), rules, Snapshot())
+    decision = plan(
+        tick("merge-alpha", "factory.merge.requested", "alpha"), "schedule", rules, Snapshot()
+    )
     assert decision.kind is DecisionKind.RUN
     assert (decision.definition, decision.approved_by) == ("merge-scan@1", "schedule")
     assert (decision.mutating, decision.human_only, decision.loop) == (False, False, "merge-alpha")
@@ -177,6 +179,7 @@ def test_merge_loop_tick_while_a_scan_is_in_flight_is_a_noop(rules: RuleSet) -> 
     """The exception keeps the singleton: a second slot during a running scan plans nothing."""
     decision = plan(
         tick("merge-alpha", "factory.merge.requested", "alpha"),
+        "schedule",
         rules,
         Snapshot(loop_in_flight=True),
     )
@@ -190,7 +193,7 @@ def test_merge_loop_tick_while_a_scan_is_in_flight_is_a_noop(rules: RuleSet) -> 
 def test_scoped_merge_requests_stay_watched(rules: RuleSet, source: str) -> None:
     """A merge request that is not a merge-loop tick (chain, webhook, injection) proposes."""
     request = event("factory.merge.requested", {"repo": "alpha", "prNumbers": [42]}, source)
-    decision = plan(request, rules, Snapshot())
+    decision = plan(request, source, rules, Snapshot())
     assert (decision.kind, decision.approved_by) == (DecisionKind.PROPOSE, None)
 
 
@@ -212,7 +215,7 @@ def test_merge_verdict_chains_a_watched_head_pinned_apply(rules: RuleSet) -> Non
     )
     apply = found.envelopes[0]
     assert apply.payload == {"repo": "alpha", "prNumber": 42, "headSha": SHA}
-    decision = plan(apply, rules, Snapshot())
+    decision = plan(apply, "chain", rules, Snapshot())
     assert (decision.kind, decision.definition) == (DecisionKind.PROPOSE, "merge-apply@1")
     assert decision.mutating is True and decision.approved_by is None
 
@@ -224,7 +227,9 @@ def test_overlay_may_switch_off_or_slow_the_merge_loop(tmp_path: Path) -> None:
     off, slow = rules.loops["merge-alpha"], rules.loops["merge-beta"]
     assert (off.enabled, off.approval, off.overridden) == (False, Approval.AUTO, ("enabled",))
     assert (slow.enabled, slow.trigger.every_seconds) == (True, 4 * 3600)
-    decision = plan(tick("merge-alpha", "factory.merge.requested", "alpha"), rules, Snapshot())
+    decision = plan(
+        tick("merge-alpha", "factory.merge.requested", "alpha"), "schedule", rules, Snapshot()
+    )
     assert (decision.kind, decision.reason) == (DecisionKind.NOOP, NoopReason.DISABLED)
 
 
@@ -339,6 +344,7 @@ def test_shipped_rules_declare_ship_apply_human_only_twice(rules: RuleSet) -> No
     assert DefinitionRef("ship-apply", 1) in rules.human_only_definitions
     decision = plan(
         event("factory.ship.apply.requested", {"repo": "alpha", "version": "1.0.0"}),
+        "chain",
         rules,
         Snapshot(),
     )
@@ -384,12 +390,13 @@ def test_a_loop_cannot_make_ship_apply_auto(tmp_path: Path) -> None:
 
 
 def test_an_overlay_loop_cannot_make_ship_apply_auto(tmp_path: Path) -> None:
-    """A new overlay loop with approval auto on the human-only type is E0302."""
+    """A new overlay loop with approval auto on the human-only type is refused: no overlay
+    loop is ever auto (E0304)."""
     schedule = (
         "schedules:\n  ship-now:\n    emit: factory.ship.apply.requested\n    manual: true\n"
         "    payload: {repo: alpha, version: 1.0.0}\n    approval: auto\n    enabled: true\n"
     )
-    assert "E0302" in codes(tree(tmp_path, schedule))
+    assert "E0304" in codes(tree(tmp_path, schedule))
 
 
 def test_an_overlay_cannot_touch_the_ship_loops_approval(tmp_path: Path) -> None:

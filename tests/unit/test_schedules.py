@@ -249,9 +249,9 @@ def test_doctor_reports_a_stopped_clock_after_two_missed_slots(
 def test_doctor_counts_a_host_clock_emit_as_a_tick(service: Service, clock: Clock) -> None:
     """A host-clock loop's event admitted by its timer (`engine emit`) keeps it running."""
     clock.now = at("2026-11-30T02:30:00")
-    payload = {"loop": "host", "slot": "2026-11-30T02:30:00Z", "cadenceSeconds": 3600}
-    emitted = Envelope(
-        eventId="bridge:host:1",
+    payload = {"loop": "host", "slot": "2026-11-30T02:00:00Z", "cadenceSeconds": 3600}
+    emitted = Envelope(  # what `engine emit --loop host --every 1h` posts at 02:30
+        eventId="bridge:host:2026-11-30T02:00:00Z",
         type="test.tick",
         source="bridge",
         occurredAt=clock.now,

@@ -1,7 +1,7 @@
 """GitHub webhook intake over HTTP (seed 1 §13). `POST /github` takes deliveries
 signed with ENGINE_GITHUB_WEBHOOK_SECRET (actor `github`); `POST /github/replay` takes
-saved ones from this host, unsigned (loopback peers only; actor `inject` or the
-operator named by X-Engine-Operator). Both run the same translation and give the same
+saved ones from this host, unsigned (loopback peers only; actor `inject`, or the
+operator whose token the request carries). Both run the same translation and give the same
 answers. Admission only: the answer never waits for planning or work."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 
 from aiohttp import web
 
-from engine.api.auth import inject_actor, is_loopback
+from engine.api.auth import OPERATOR_HEADER, inject_actor, is_loopback
 from engine.api.bodies import parse_json, read_body
 from engine.api.context import call, reply, service, settings, wake
 from engine.api.settings import GITHUB_SECRET_ENV
@@ -30,7 +30,6 @@ from engine.service import Admission, Service
 EVENT_HEADER = "X-GitHub-Event"
 DELIVERY_HEADER = "X-GitHub-Delivery"
 SIGNATURE_HEADER = "X-Hub-Signature-256"
-OPERATOR_HEADER = "X-Engine-Operator"
 # Bodies up to this size are parsed and translated on the event loop (tens of µs);
 # larger ones, up to GitHub's 25 MB, in a thread so the loop never stalls.
 INLINE_BYTES = 256 * 1024
@@ -74,7 +73,10 @@ async def post_github_replay(request: web.Request) -> web.Response:
         raise Forbidden(
             f"/github/replay answers loopback peers only, not {peer}", reason="not_loopback"
         )
-    actor = inject_actor(request.headers.get(OPERATOR_HEADER))
+    headers = request.headers
+    actor = inject_actor(
+        settings(request).operators, headers.get("Authorization"), headers.get(OPERATOR_HEADER)
+    )
     body = await read_body(request, settings(request).github_body_limit)
     return await _deliver(request, body, actor)
 

@@ -1,20 +1,21 @@
-"""Admission over HTTP: `POST /events` (signed envelopes, actor = the envelope's
-source) and `POST /inject` (loopback peers only, actor `inject` or the named operator).
-Both take one envelope or a list; a list is admitted in one transaction."""
+"""Admission over HTTP: `POST /events` (signed envelopes from another system, actor
+`bridge` whatever the envelope's `source` says) and `POST /inject` (loopback peers
+only, actor `inject`, or the operator whose token the request carries). Both take one
+envelope or a list; a list is admitted in one transaction. The actor comes from how the
+request was authenticated: an envelope never names its own actor, so it can never pose
+as the scheduler, a chain, GitHub or an operator."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from engine.api import signing
-from engine.api.auth import inject_actor, require_loopback
+from engine.api.auth import OPERATOR_HEADER, inject_actor, require_loopback
 from engine.api.bodies import envelopes, parse_json, read_body
 from engine.api.context import call, reply, service, settings, wake
+from engine.core.decisions import Actor
 from engine.core.envelope import Envelope
-from engine.errors import Unprocessable
 from engine.service import Admission
-
-OPERATOR_HEADER = "X-Engine-Operator"
 
 routes = web.RouteTableDef()
 
@@ -29,19 +30,9 @@ async def _admit(
     return reply([r.as_dict() for r in results] if batch else results[0].as_dict(), status)
 
 
-def _source(found: list[Envelope]) -> str:
-    sources = sorted({e.source for e in found})
-    if len(sources) > 1:
-        raise Unprocessable(
-            f"a signed batch carries one source, not {', '.join(sources)}",
-            reason="mixed_sources",
-        )
-    return sources[0]
-
-
 @routes.post("/events")
 async def post_events(request: web.Request) -> web.Response:
-    """Signed envelopes from another system; the journal names the envelope's source."""
+    """Signed envelopes from another system; the journal names them `bridge`."""
     config = settings(request)
     body = await read_body(request, config.body_limit)
     signing.verify(
@@ -53,14 +44,17 @@ async def post_events(request: web.Request) -> web.Response:
         config.staleness_seconds,
     )
     found, batch = envelopes(parse_json(body))
-    return await _admit(request, found, batch, _source(found))
+    return await _admit(request, found, batch, Actor.BRIDGE.value)
 
 
 @routes.post("/inject")
 async def post_inject(request: web.Request) -> web.Response:
     """Unsigned envelopes from this host (the `engine inject` command)."""
     require_loopback(request.remote)
-    actor = inject_actor(request.headers.get(OPERATOR_HEADER))
+    headers = request.headers
+    actor = inject_actor(
+        settings(request).operators, headers.get("Authorization"), headers.get(OPERATOR_HEADER)
+    )
     body = await read_body(request, settings(request).body_limit)
     found, batch = envelopes(parse_json(body))
     return await _admit(request, found, batch, actor)
