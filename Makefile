@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test lint typecheck check bench clean
+.PHONY: serve test lint typecheck check bench mutation clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ typecheck: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/check.py
+
+# Test strength: mutants of the pure modules the unit tests must kill (docs/testing.md).
+# MUTATION_ARGS="--sample 200" for a quicker, reproducible sample.
+mutation: $(BIN)/.installed
+	$(BIN)/python tests/mutation.py $(MUTATION_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,401 @@
+"""Mutation testing of the pure modules: how much of what the code says do the unit
+tests hold? `make mutation` (or `python tests/mutation.py`) makes small changes to the
+source — a comparison turned around, `and` for `or`, a constant off by one, a
+condition negated, a return value dropped — one at a time, runs the unit tests that
+cover the module against each, and prints the share of non-equivalent mutants the
+tests kill (a failing test kills a mutant; a mutant that passes every test survived).
+
+The source is never touched: each mutant is written into a copy of the checkout in a
+temporary directory, and the tests run there in a subprocess (so a mutant that loops
+forever is stopped by a timeout, counted as killed). A mutant that cannot change
+behaviour (an equivalent mutant) is listed, with the reason, in
+tests/mutation_equivalent.txt and left out of the score.
+
+Options: --sample N (a reproducible sample of N mutants, --seed S; default: all),
+--module PATH (only that module; repeatable), --jobs J (parallel copies), --list
+(print the mutants without running them), --target 0.9 (exit 1 below it)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EQUIVALENT = ROOT / "tests" / "mutation_equivalent.txt"
+TIMEOUT_S = 120
+
+# module -> (the unit tests that hold it, the functions to mutate: None for all)
+TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
+    "engine/core/planner.py": (
+        ("tests/unit/test_planner.py", "tests/unit/test_repo_loops.py"),
+        None,
+    ),
+    "engine/core/slots.py": (("tests/unit/test_slots.py",), None),
+    "engine/core/ticks.py": (("tests/unit/test_bridge.py", "tests/unit/test_slots.py"), None),
+    "engine/intake/github.py": (("tests/unit/test_github_translate.py",), None),
+    "engine/core/policy.py": (("tests/unit/test_policy.py",), None),
+    "engine/adapters/command.py": (
+        ("tests/unit/test_command_adapter.py",),
+        (
+            "builtins_for",
+            "lookup",
+            "param_value",
+            "_values",
+            "build_argv",
+            "workspace_path",
+            "build_env",
+            "parse_result",
+            "tail",
+            "describe_exit",
+            "judge",
+        ),
+    ),
+}
+
+# The parts of a checkout the unit tests need.
+COPIED = ("engine", "dsl", "tests", "loops", "registry", "config", "pyproject.toml")
+
+_COMPARE_SWAPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+_BINOP_SWAPS: dict[type[ast.operator], type[ast.operator]] = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.FloorDiv,
+    ast.FloorDiv: ast.Mult,
+    ast.Div: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+}
+_SYMBOLS = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.FloorDiv: "//",
+    ast.Div: "/",
+    ast.Mod: "%",
+    ast.And: "and",
+    ast.Or: "or",
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    module: str
+    index: int  # the mutation point's number in the module (stable for a given source)
+    line: int
+    function: str
+    description: str
+    source_line: str
+
+    @property
+    def key(self) -> str:
+        """How tests/mutation_equivalent.txt names it: stable when lines move."""
+        return f"{self.module} | {self.function} | {self.source_line} | {self.description}"
+
+
+# ---- finding mutation points --------------------------------------------------------------
+
+
+def _points(tree: ast.Module, only: tuple[str, ...] | None) -> Iterator[tuple[ast.AST, str, str]]:
+    """(node, function name, description of the change) for each mutation point, in a
+    fixed order. Docstrings, annotations and `__all__` are never mutated."""
+    for func, node in _walk(tree, ""):
+        if only is not None and func.split(".")[0] not in only:
+            continue
+        yield from _changes(node, func)
+
+
+def _walk(node: ast.AST, func: str) -> Iterator[tuple[str, ast.AST]]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            name = f"{func}.{child.name}" if func else child.name
+            for stmt in child.body:
+                if _is_docstring(stmt):
+                    continue
+                yield name, stmt
+                yield from _walk(stmt, name)
+        elif isinstance(child, ast.ClassDef):  # its methods; not its fields nor decorators
+            name = f"{func}.{child.name}" if func else child.name
+            for stmt in child.body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    yield from _walk(ast.Module(body=[stmt], type_ignores=[]), name)
+        elif isinstance(child, (ast.arg, ast.arguments)) or _is_annotation(node, child):
+            continue
+        elif func:
+            yield func, child
+            yield from _walk(child, func)
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+def _is_annotation(parent: ast.AST, child: ast.AST) -> bool:
+    return (isinstance(parent, ast.AnnAssign) and child is parent.annotation) or (
+        isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and child is parent.returns
+    )
+
+
+def _changes(node: ast.AST, func: str) -> Iterator[tuple[ast.AST, str, str]]:
+    if isinstance(node, ast.Compare):
+        for i, op in enumerate(node.ops):
+            swap = _COMPARE_SWAPS.get(type(op))
+            if swap is not None:
+                yield node, func, f"compare#{i} {_SYMBOLS[type(op)]} -> {_SYMBOLS[swap]}"
+    elif isinstance(node, ast.BoolOp):
+        other = "or" if isinstance(node.op, ast.And) else "and"
+        yield node, func, f"boolop {_SYMBOLS[type(node.op)]} -> {other}"
+    elif isinstance(node, ast.BinOp) and type(node.op) in _BINOP_SWAPS:
+        swap = _BINOP_SWAPS[type(node.op)]
+        yield node, func, f"binop {_SYMBOLS[type(node.op)]} -> {_SYMBOLS[swap]}"
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        yield node, func, "drop not"
+    elif isinstance(node, ast.Constant):
+        value = node.value
+        if isinstance(value, bool):
+            yield node, func, f"constant {value} -> {not value}"
+        elif isinstance(value, int):
+            yield node, func, f"constant {value} -> {value + 1}"
+            if value != 0:
+                yield node, func, f"constant {value} -> 0"
+    elif isinstance(node, (ast.If, ast.While)):
+        yield node, func, "negate condition"
+    elif isinstance(node, ast.IfExp):
+        yield node, func, "negate conditional expression"
+    elif isinstance(node, ast.Return) and node.value is not None:
+        if not (isinstance(node.value, ast.Constant) and node.value.value is None):
+            yield node, func, "return None"
+    elif isinstance(node, ast.Continue):
+        yield node, func, "continue -> break"
+    elif isinstance(node, ast.Break):
+        yield node, func, "break -> continue"
+
+
+def _apply(node: ast.AST, description: str) -> ast.AST | None:
+    """The mutated node (a copy); None when the statement is to be replaced by `pass`."""
+    new = copy.deepcopy(node)
+    kind = description.split(" ", 1)[0]
+    if kind.startswith("compare#"):
+        assert isinstance(new, ast.Compare)
+        i = int(kind.split("#")[1])
+        new.ops[i] = _COMPARE_SWAPS[type(new.ops[i])]()
+    elif kind == "boolop":
+        assert isinstance(new, ast.BoolOp)
+        new.op = ast.Or() if isinstance(new.op, ast.And) else ast.And()
+    elif kind == "binop":
+        assert isinstance(new, ast.BinOp)
+        new.op = _BINOP_SWAPS[type(new.op)]()
+    elif kind == "drop":
+        assert isinstance(new, ast.UnaryOp)
+        return new.operand
+    elif kind == "constant":
+        assert isinstance(new, ast.Constant)
+        target = description.rsplit(" ", 1)[1]
+        new.value = (target == "True") if isinstance(new.value, bool) else int(target)
+    elif kind == "negate":
+        assert isinstance(new, (ast.If, ast.While, ast.IfExp))
+        new.test = ast.UnaryOp(op=ast.Not(), operand=new.test)
+    elif kind == "return":
+        assert isinstance(new, ast.Return)
+        new.value = ast.Constant(value=None)
+    elif kind == "continue":
+        return ast.Break()
+    elif kind == "break":
+        return ast.Continue()
+    return new
+
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, target: ast.AST, replacement: ast.AST | None) -> None:
+        self.target, self.replacement = target, replacement
+
+    def generic_visit(self, node: ast.AST) -> ast.AST | None:
+        if node is self.target:
+            return self.replacement
+        return super().generic_visit(node)
+
+
+def mutants_of(module: str) -> list[Mutant]:
+    source = (ROOT / module).read_text(encoding="utf-8")
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    only = TARGETS[module][1]
+    found = []
+    for index, (node, func, description) in enumerate(_points(tree, only)):
+        line = getattr(node, "lineno", 1)
+        found.append(Mutant(module, index, line, func, description, lines[line - 1].strip()))
+    return found
+
+
+def mutated_source(mutant: Mutant) -> str:
+    source = (ROOT / mutant.module).read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    node, _, description = list(_points(tree, TARGETS[mutant.module][1]))[mutant.index]
+    replacement = _apply(node, description)
+    tree = _Replace(node, replacement).visit(tree)
+    ast.fix_missing_locations(tree)
+    return ast.unparse(tree) + "\n"
+
+
+# ---- running ------------------------------------------------------------------------------
+
+
+def _copy_checkout(into: Path) -> Path:
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(
+                src, into / name, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis")
+            )
+        elif src.is_file():
+            shutil.copy2(src, into / name)
+    shared = ROOT.parent / "shared"
+    if shared.is_dir() and not (into.parent / "shared").exists():
+        (into.parent / "shared").symlink_to(shared)
+    return into
+
+
+def run_tests(checkout: Path, tests: tuple[str, ...]) -> bool:
+    """True when the tests pass (the mutant survived)."""
+    env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    try:
+        done = subprocess.run(
+            argv, cwd=checkout, env=env, capture_output=True, timeout=TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return False  # a mutant that hangs the tests is caught by them
+    return done.returncode == 0
+
+
+def _worker(mutants: list[Mutant], checkout: Path, report: list[tuple[Mutant, bool]]) -> None:
+    for mutant in mutants:
+        target = checkout / mutant.module
+        original = target.read_text(encoding="utf-8")
+        target.write_text(mutated_source(mutant), encoding="utf-8")
+        try:
+            survived = run_tests(checkout, TARGETS[mutant.module][0])
+        finally:
+            target.write_text(original, encoding="utf-8")
+        report.append((mutant, survived))
+        print("S" if survived else ".", end="", flush=True)
+
+
+def equivalent_keys() -> dict[str, str]:
+    """`key  # reason` lines of tests/mutation_equivalent.txt."""
+    if not EQUIVALENT.is_file():
+        return {}
+    found = {}
+    for raw in EQUIVALENT.read_text(encoding="utf-8").splitlines():
+        if not raw.strip() or raw.startswith("#"):
+            continue
+        key, _, reason = raw.partition("  # ")
+        found[key.strip()] = reason.strip()
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sample", type=int, default=0, help="run N mutants (0: all)")
+    parser.add_argument("--seed", type=int, default=12, help="the sample's seed")
+    parser.add_argument("--module", action="append", help="only this module (repeatable)")
+    parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)))
+    parser.add_argument("--list", action="store_true", help="print the mutants only")
+    parser.add_argument("--target", type=float, default=None, help="exit 1 below this score")
+    args = parser.parse_args(argv)
+    modules = args.module or list(TARGETS)
+    unknown = [m for m in modules if m not in TARGETS]
+    if unknown:
+        parser.error(f"not a mutation target: {', '.join(unknown)} (see TARGETS)")
+    equivalent = equivalent_keys()
+    every = [m for module in modules for m in mutants_of(module)]
+    candidates = [m for m in every if m.key not in equivalent]
+    chosen = candidates
+    if args.sample and args.sample < len(candidates):
+        chosen = sorted(random.Random(args.seed).sample(candidates, args.sample), key=_order)
+    if args.list:
+        for m in chosen:
+            print(f"{m.module}:{m.line}: {m.function}: {m.description}: {m.source_line}")
+        return 0
+    print(
+        f"{len(every)} mutants in {len(modules)} modules, {len(every) - len(candidates)} "
+        f"marked equivalent; running {len(chosen)} with {args.jobs} jobs"
+    )
+    started = time.monotonic()
+    report: list[tuple[Mutant, bool]] = []
+    with tempfile.TemporaryDirectory(prefix="engine-mutation-") as tmp:
+        checkouts = [_copy_checkout(Path(tmp) / f"copy{i}" / "main") for i in range(args.jobs)]
+        shares = [chosen[i :: args.jobs] for i in range(args.jobs)]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for share, checkout in zip(shares, checkouts, strict=True):
+                pool.submit(_worker, share, checkout, report)
+    print()
+    return _summary(report, modules, time.monotonic() - started, args.target)
+
+
+def _order(m: Mutant) -> tuple[str, int]:
+    return (m.module, m.index)
+
+
+def _summary(
+    report: list[tuple[Mutant, bool]], modules: list[str], seconds: float, target: float | None
+) -> int:
+    survivors = sorted((m for m, survived in report if survived), key=_order)
+    print(f"{'module':<32} {'mutants':>8} {'killed':>7} {'score':>6}")
+    for module in modules:
+        mine = [s for m, s in report if m.module == module]
+        if mine:
+            killed = sum(1 for s in mine if not s)
+            print(f"{module:<32} {len(mine):>8} {killed:>7} {killed / len(mine):>6.2f}")
+    killed = sum(1 for _, s in report if not s)
+    score = killed / len(report) if report else 1.0
+    print(f"{'all':<32} {len(report):>8} {killed:>7} {score:>6.2f}   ({seconds:.0f} s)")
+    if survivors:
+        print("\nsurvivors (a test should fail for each, or it is equivalent: say why in")
+        print("tests/mutation_equivalent.txt):")
+        for m in survivors:
+            print(f"  {m.module}:{m.line}: {m.function}: {m.description}: {m.source_line}")
+            print(f"    key: {m.key}")
+    if target is not None and score < target:
+        print(f"\nscore {score:.2f} is below the target {target:.2f}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
