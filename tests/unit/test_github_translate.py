@@ -176,7 +176,7 @@ def test_pull_request_without_its_base_is_malformed(rules: RuleSet) -> None:
     result = run(rules, "pull_request", payload)
     assert isinstance(result, Rejected) and result.reason == "malformed_payload"
     [error] = result.errors
-    assert error.startswith("github.rules:12:")
+    assert error.startswith("github.rules:13:")
     assert error.endswith(": 'pull_request' has no field 'base'")
 
 
