@@ -58,6 +58,8 @@ class AcceptErrors:
 
     def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
+        if _late_accept_retry(context):
+            return
         if not (isinstance(exc, OSError) and exc.errno in _OUT_OF_RESOURCES):
             loop.default_exception_handler(context)
             return
@@ -69,6 +71,16 @@ class AcceptErrors:
                 self.limit,
                 held_back(held, self.throttle.interval),
             )
+
+
+def _late_accept_retry(context: dict[str, Any]) -> bool:
+    """asyncio answers a failed accept by retrying a second later, once per failure;
+    a retry that fires after shutdown closed the listening socket fails on its closed
+    descriptor. Nothing is lost: the socket is gone on purpose."""
+    callback = getattr(context.get("handle"), "_callback", None)
+    return isinstance(context.get("exception"), ValueError) and (
+        getattr(callback, "__name__", "") == "_start_serving"
+    )
 
 
 async def serve(
