@@ -189,7 +189,8 @@ def test_a_flood_under_a_low_open_files_limit_logs_a_bounded_number_of_lines(
 
 MALFORMED = {
     "bad_header": b"GET /events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %(token)s\x01\r\n\r\n",
-    "bad_header_name": b"GET /events HTTP/1.1\r\nHost: x\r\nAuth orization: Bearer %(token)s\r\n\r\n",
+    "bad_header_name": b"GET /events HTTP/1.1\r\nHost: x\r\n"
+    b"Auth orization: Bearer %(token)s\r\n\r\n",
     "too_long": b"GET /events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %(token)s"
     + b"a" * 9000
     + b"\r\n\r\n",
@@ -198,8 +199,10 @@ MALFORMED = {
     "bad_length": b"POST /inject HTTP/1.1\r\nHost: x\r\nContent-Length: %(token)s\r\n\r\n",
     "bad_chunk": b"POST /inject HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
     b"%(token)s\r\n",
-    "event_secret": b"POST /events HTTP/1.1\r\nHost: x\r\nX-Engine-Signature: %(event)s\x7f\r\n\r\n",
-    "github_secret": b"POST /github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: %(github)s\x00\r\n\r\n",
+    "event_secret": b"POST /events HTTP/1.1\r\nHost: x\r\n"
+    b"X-Engine-Signature: %(event)s\x7f\r\n\r\n",
+    "github_secret": b"POST /github HTTP/1.1\r\nHost: x\r\n"
+    b"X-Hub-Signature-256: %(github)s\x00\r\n\r\n",
     "too_many_headers": b"GET /status HTTP/1.1\r\nHost: x\r\n"
     + b"".join(b"X-%d: %%(token)s\r\n" % i for i in range(200))
     + b"\r\n",
