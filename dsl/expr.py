@@ -98,7 +98,9 @@ Expr: TypeAlias = Literal | Path | Template | ListExpr | ObjectExpr | Not | Bool
 FUNCTIONS = {
     "count": "number of items in a list, keys in an object or characters in a string",
     "lower": "the string in lower case",
+    "is_sha": "true for a string of exactly 40 hex digits (a git commit id), else false",
 }
+_SHA = re.compile(r"[0-9a-fA-F]{40}")
 
 _PATH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*\Z")
 _STEP_RE = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]")
@@ -306,6 +308,8 @@ def _call(expr: Call, scope: Mapping[str, Any]) -> Any:
         if not isinstance(arg, list | dict | str):
             raise EvalError("count() needs a list, object or string", expr.span)
         return len(arg)
+    if expr.name == "is_sha":  # any value: a guard refuses what is not a commit id
+        return isinstance(arg, str) and _SHA.fullmatch(arg) is not None
     if expr.name == "lower":
         if not isinstance(arg, str):
             raise EvalError("lower() needs a string", expr.span)

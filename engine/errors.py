@@ -46,6 +46,12 @@ class Conflict(EngineError):
     status, exit_code, code = 409, 1, "conflict"
 
 
+class RequestTimeout(EngineError):
+    """The request body did not arrive in time; the connection is closed after the answer."""
+
+    status, exit_code, code = 408, 1, "request_timeout"
+
+
 class PayloadTooLarge(EngineError):
     status, exit_code, code = 413, 1, "payload_too_large"
 

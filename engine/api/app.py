@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from engine.api.context import SERVICE, SETTINGS, WAKE
+from engine.api.context import HURRY, SERVICE, SETTINGS, WAKE
 from engine.api.errors import error_middleware
 from engine.api.routes import ROUTES
 from engine.api.settings import Settings
@@ -28,6 +28,7 @@ def make_app(service: Service, settings: Settings) -> web.Application:
     app[SERVICE] = service
     app[SETTINGS] = settings
     app[WAKE] = asyncio.Event()
+    app[HURRY] = asyncio.Event()
     app.cleanup_ctx.extend([_store, _runtime_loop, _worker])
     for table in ROUTES:
         app.add_routes(table)
@@ -62,17 +63,25 @@ def _report_crash(task: asyncio.Task[None]) -> None:
         log.error("%s stopped on an error", task.get_name(), exc_info=task.exception())
 
 
-async def _drain(task: asyncio.Task[None], grace: float | None) -> None:
-    """Wait for a task told to stop; cancel it after `grace` seconds."""
+async def _drain(
+    task: asyncio.Task[None], grace: float | None, hurry: asyncio.Event | None = None
+) -> None:
+    """Wait for a task told to stop; cancel it after `grace` seconds, or at once when
+    `hurry` is set (a second signal)."""
+    waits: set[asyncio.Future[Any]] = {task}
+    if hurry is not None:
+        waits.add(asyncio.ensure_future(hurry.wait()))
     try:
-        await asyncio.wait_for(asyncio.shield(task), grace)
-    except TimeoutError:
-        log.warning("%s did not stop within %.0fs; cancelling it", task.get_name(), grace)
+        await asyncio.wait(waits, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for other in waits - {task}:
+            other.cancel()
+    if not task.done():
+        why = "on a second signal" if hurry and hurry.is_set() else f"within {grace:.0f}s"
+        log.warning("%s did not stop %s; cancelling it", task.get_name(), why)
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-    except Exception:
-        pass  # already logged by _report_crash
+    with contextlib.suppress(asyncio.CancelledError, Exception):  # crashes: _report_crash
+        await task
 
 
 async def _store(app: web.Application) -> AsyncIterator[None]:
@@ -87,7 +96,7 @@ async def _runtime_loop(app: web.Application) -> AsyncIterator[None]:
     yield
     stop.set()
     app[WAKE].set()
-    await _drain(task, None)
+    await _drain(task, None)  # never hurried: its pass finishes its transaction
 
 
 async def _worker(app: web.Application) -> AsyncIterator[None]:
@@ -107,4 +116,4 @@ async def _worker(app: web.Application) -> AsyncIterator[None]:
     task = _spawn(work, f"worker {settings.worker_id}")
     yield
     stop.set()
-    await _drain(task, settings.shutdown_grace)
+    await _drain(task, settings.shutdown_grace, app[HURRY])

@@ -1,16 +1,23 @@
-"""Request bodies: read at most a limit (413 beyond it), parse JSON (400), and validate
-envelopes (422 with every reason) or small operator bodies (400)."""
+"""Request bodies: read at most a limit (413 beyond it) within a deadline (408 past
+it), parse JSON (400; 422 when nested too deep), and validate envelopes (422 with every
+reason) or small operator bodies (400)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from pydantic import BaseModel, ValidationError
 
+from engine.api.context import settings
 from engine.core.envelope import Envelope
-from engine.errors import BadRequest, PayloadTooLarge, Unprocessable
+from engine.core.nesting import MAX_BODY_DEPTH, text_depth
+from engine.errors import BadRequest, PayloadTooLarge, RequestTimeout, Unprocessable
 
 MAX_BATCH = 500
 M = TypeVar("M", bound=BaseModel)
@@ -26,10 +33,28 @@ def _too_large(limit: int) -> PayloadTooLarge:
 
 async def read_body(request: web.Request, limit: int) -> bytes:
     """The raw body, refusing (413) a declared or actual size over `limit` without
-    reading more than `limit + 1` bytes."""
+    reading more than `limit + 1` bytes, and (408) a body still arriving when the
+    settings' `body_seconds` have passed; a body the HTTP parser cannot frame (a bad
+    chunk) is a 400."""
     declared = request.content_length
     if declared is not None and declared > limit:
         raise _too_large(limit)
+    seconds = settings(request).body_seconds
+    try:
+        async with asyncio.timeout(seconds):
+            return await _read(request, limit)
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the body did not arrive within {seconds:g}s", reason="body_timeout"
+        ) from None
+    except HttpProcessingError as err:
+        raise BadRequest(
+            f"the body is not framed as its headers say ({type(err).__name__})",
+            reason="bad_framing",
+        ) from None
+
+
+async def _read(request: web.Request, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while size <= limit:
@@ -47,6 +72,15 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float; one too large for a float (1e400) is refused rather
+    than read as infinity, which no JSON answer or column could hold."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
 def parse_json(body: bytes, empty: Any = None) -> Any:
     """Parse a JSON body (400 when it is not JSON); `empty` answers an empty body when
     given, else an empty body is refused too."""
@@ -54,15 +88,53 @@ def parse_json(body: bytes, empty: Any = None) -> Any:
         if empty is not None:
             return empty
         raise BadRequest("the body is empty; expected JSON", reason="invalid_json")
+    if text_depth(body, MAX_BODY_DEPTH) > MAX_BODY_DEPTH:
+        raise Unprocessable(
+            f"the body nests arrays and objects deeper than {MAX_BODY_DEPTH} levels",
+            reason="too_deep",
+        )
     try:
-        return json.loads(body, parse_constant=_no_constants)
+        data = json.loads(body, parse_constant=_no_constants, parse_float=_finite)
     except json.JSONDecodeError as err:
         raise BadRequest(
             f"the body is not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})",
             reason="invalid_json",
         ) from None
-    except (UnicodeDecodeError, ValueError) as err:
+    except (UnicodeDecodeError, ValueError) as err:  # also Python's int digit limit
         raise BadRequest(f"the body is not valid JSON: {err}", reason="invalid_json") from None
+    except RecursionError:  # text_depth bounds nesting first; kept as a backstop
+        raise Unprocessable("the body nests too deeply", reason="too_deep") from None
+    if (b"\\u" in body) and not all(map(_storable, strings(data))):
+        raise BadRequest(
+            "the body is not valid JSON text: a \\u escape names U+0000 or half a surrogate"
+            " pair, which no answer or column can hold",
+            reason="invalid_json",
+        )
+    return data
+
+
+def strings(data: Any) -> Iterator[str]:
+    """Every string in parsed JSON, keys included (iteratively)."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            yield from item.keys()
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _storable(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
 
 
 def reasons(err: ValidationError, prefix: str = "") -> list[str]:

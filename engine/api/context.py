@@ -13,6 +13,7 @@ from aiohttp import web
 
 from engine.api.auth import operator_from
 from engine.api.settings import Settings
+from engine.core.nesting import MAX_ANSWER_DEPTH, prune
 from engine.service import Service
 
 P = ParamSpec("P")
@@ -21,6 +22,7 @@ T = TypeVar("T")
 SERVICE = web.AppKey("service", Service)
 SETTINGS = web.AppKey("settings", Settings)
 WAKE = web.AppKey("wake", asyncio.Event)  # set after an admission: plan it now
+HURRY = web.AppKey("hurry", asyncio.Event)  # set by a second signal: shut down now
 
 
 def settings(request: web.Request) -> Settings:
@@ -45,8 +47,15 @@ def wake(request: web.Request) -> None:
     request.app[WAKE].set()
 
 
-_dumps = partial(json.dumps, separators=(",", ":"), default=str)
+_dumps = partial(json.dumps, separators=(",", ":"), default=str, allow_nan=False)
 
 
 def reply(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status, dumps=_dumps)
+    """A JSON answer. Stored data nested too deep to serialise, or holding a number
+    JSON cannot write, is answered cut at MAX_ANSWER_DEPTH (docs/api.md#nesting)
+    rather than failing the whole answer."""
+    try:
+        text = _dumps(data)
+    except (RecursionError, ValueError):
+        text = _dumps(prune(data, MAX_ANSWER_DEPTH))
+    return web.json_response(text=text, status=status)

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
-from engine.errors import EngineError
+from engine.errors import EngineError, RequestTimeout
 
 log = logging.getLogger("engine.api")
 
@@ -50,11 +50,17 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if err.status == 500:  # an engine fault: logged, never detailed to the client
             log.error("%s %s: %s", request.method, request.path, err.message)
             return _json({"error": "internal_error"}, 500)
-        return engine_error(err)
+        answer = engine_error(err)
+        if isinstance(err, RequestTimeout):  # the rest of the body is not waited for
+            answer.force_close()
+        return answer
     except web.HTTPException as err:
         if err.status < 400:
             raise
         return http_error(err)
+    except ConnectionError:  # the client went away mid-request: nobody to answer
+        log.info("%s %s: the client closed the connection", request.method, request.path)
+        return _json({"error": "client_gone"}, 400)
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return _json({"error": "internal_error"}, 500)

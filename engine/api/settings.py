@@ -51,7 +51,10 @@ class OperatorTokens:
 
 
 def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
+    """Total and one-to-one over every string: aiohttp (and Python, for the environment)
+    decodes bytes that are not UTF-8 as surrogates, so such a token is just one more
+    token, matching nothing it should not."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
 def parse_tokens(text: str, origin: str) -> OperatorTokens:
@@ -105,6 +108,10 @@ class Settings:
     poll_seconds: float = 1.0
     lease_seconds: float = 60.0
     shutdown_grace: float = 10.0  # how long cleanup waits for the worker to stop
+    # The HTTP edge (docs/api.md#connections-and-timeouts).
+    max_connections: int = 512  # open connections served at once; more are refused
+    idle_seconds: float = 15.0  # a connection idle (or its headers unfinished) this long closes
+    body_seconds: float = 30.0  # a request body must have arrived this long after its headers
     wall_clock: Callable[[], float] = time.time  # unix seconds, for signature staleness
     adapters: Any = None  # engine.adapters.Adapters for the embedded worker (None: defaults)
 

@@ -4,8 +4,10 @@ with the runtime loop and (unless --no-worker) an embedded worker."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from dsl.diagnostics import RulesError
@@ -34,7 +36,14 @@ A clock for tests and demos: ENGINE_NOW=<ISO-8601> starts the runtime's clock at
 instant and lets it advance in real time.
 
 SIGTERM or SIGINT stops intake, lets in-flight writes finish, stops the loop and the
-worker, closes the store and exits 0.
+worker, closes the store and exits 0. A second signal during that shutdown cancels the
+run in hand instead of waiting for it, and the exit is still 0.
+
+The HTTP edge (docs/api.md#connections-and-timeouts): at most --max-connections open
+at once (a new one beyond takes the place of the oldest idle one, else is answered 503
+and closed); a connection idle, or whose headers are unfinished, for --idle-timeout
+seconds is closed; a body not arrived --body-timeout seconds after its headers is
+answered 408. The open-files limit is raised to its hard limit at start.
 
 exit codes: 0 stopped cleanly; 1 invalid rules (nothing is served) or the address is
 in use; 2 usage (bad arguments, a missing rules directory, a malformed
@@ -52,6 +61,28 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s)")
     p.add_argument("--port", type=port, default=7520, help="listen port (default: %(default)s)")
     p.add_argument("--no-worker", action="store_true", help="do not run the embedded worker")
+    edge = Settings()
+    p.add_argument(
+        "--max-connections",
+        type=_bounded(int, 1, 1_000_000),
+        default=edge.max_connections,
+        metavar="N",
+        help="open connections served at once (default: %(default)s)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=_bounded(float, 0.1, 86_400),
+        default=edge.idle_seconds,
+        metavar="SECONDS",
+        help="close a connection idle (or its headers unfinished) this long (default: %(default)s)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=_bounded(float, 0.1, 86_400),
+        default=edge.body_seconds,
+        metavar="SECONDS",
+        help="answer 408 to a body not arrived this long after its headers (default: %(default)s)",
+    )
     add_rules_options(p)
     p.set_defaults(handler=run_serve)
 
@@ -60,6 +91,23 @@ def port(text: str) -> int:
     if not text.isdigit() or not 0 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"a port is a number from 0 to 65535, not '{text}'")
     return int(text)
+
+
+def _bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` from `low` to `high`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected a number from {low:g} to {high:g}, not '{text}'"
+            )
+        return value
+
+    return parse
 
 
 def _configure_logging() -> None:
@@ -80,15 +128,20 @@ def _warn_closed(settings: Settings) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from aiohttp import web  # imported here: the other commands start without it
-
-    from engine.api.app import make_app
+    from engine.api.app import make_app  # imported here: the other commands start without aiohttp
+    from engine.api.serving import serve
     from engine.worker import adapters_for
 
     try:
         db, paths = database_path(args.db), paths_from(args)
         adapters = adapters_for(db, paths)
-        settings = Settings.from_env(worker=not args.no_worker, adapters=adapters)
+        settings = Settings.from_env(
+            worker=not args.no_worker,
+            adapters=adapters,
+            max_connections=args.max_connections,
+            idle_seconds=args.idle_timeout,
+            body_seconds=args.body_timeout,
+        )
         service = open_service(db, paths)
     except (EngineError, RulesError) as err:  # bad settings, ENGINE_NOW, or rules
         return fail(err)
@@ -96,13 +149,7 @@ def run_serve(args: argparse.Namespace) -> int:
     _warn_closed(settings)
     app = make_app(service, settings)
     try:
-        web.run_app(
-            app,
-            host=args.host,
-            port=args.port,
-            shutdown_timeout=settings.shutdown_grace,
-            print=lambda text: log.info(text.splitlines()[0].strip("= ")),
-        )
+        asyncio.run(serve(app, args.host, args.port, settings, log.info))
     except OSError as err:
         print(f"error: cannot serve on {args.host}:{args.port}: {err.strerror}", file=sys.stderr)
         return exits.INVALID

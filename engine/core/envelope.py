@@ -7,8 +7,14 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from engine.core.nesting import MAX_PAYLOAD_DEPTH, depth
+
 SCHEMA_VERSION: Final = "factory.event/v1"
 EVENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,255}$"
+# The instants an event may carry (docs/api.md#the-envelope): every one of them has a
+# UTC form that `iso` writes and `parse_iso` reads back.
+EARLIEST: Final = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST: Final = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 
 class Envelope(BaseModel):
@@ -31,7 +37,20 @@ class Envelope(BaseModel):
     def _aware_utc(cls, value: datetime) -> datetime:
         if value.tzinfo is None:
             raise ValueError("occurredAt needs a time zone offset, e.g. 2026-12-01T09:00:00Z")
-        return value.astimezone(UTC)
+        try:
+            moment = value.astimezone(UTC)
+        except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+            moment = None
+        if moment is None or not EARLIEST <= moment <= LATEST:
+            raise ValueError(f"occurredAt must be from {iso(EARLIEST)} to {iso(LATEST)} in UTC")
+        return moment
+
+    @field_validator("payload")
+    @classmethod
+    def _shallow(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if depth(value, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH:
+            raise ValueError(f"the payload nests deeper than {MAX_PAYLOAD_DEPTH} levels")
+        return value
 
     def with_defaults(self) -> Envelope:
         """The correlation id defaults to the event's own id."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +26,8 @@ from engine.core.ruleset import EmitRule, RuleSet, WebhookTable
 
 SOURCE: Final = "github"  # the webhook source in `webhook github KIND` and envelopes
 SIGNATURE_PREFIX: Final = "sha256="
+# X-GitHub-Delivery: GitHub sends a GUID; replays send their own ids (`replay-<hex>`).
+DELIVERY_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 
 
 class Reason(StrEnum):
@@ -33,6 +36,7 @@ class Reason(StrEnum):
     UNHANDLED_EVENT = "unhandled_event"  # no table for the kind, or no line matched
     MALFORMED_PAYLOAD = "malformed_payload"  # the table read data the delivery lacks
     MISSING_DELIVERY_ID = "missing_delivery_id"
+    BAD_DELIVERY_ID = "bad_delivery_id"  # not GUID-like: letters, digits, '-', at most 64
     INVALID_JSON = "invalid_json"
 
 
@@ -183,14 +187,39 @@ def _admit(
     return Admit(envelope, emit.origin)
 
 
+def delivery_problem(delivery: str) -> Rejected | None:
+    """A refusal for an X-GitHub-Delivery that is missing or not GUID-like."""
+    if not delivery:
+        return Rejected(Reason.MISSING_DELIVERY_ID, ("X-GitHub-Delivery is required",))
+    if DELIVERY_ID.fullmatch(delivery) is None:
+        return Rejected(
+            Reason.BAD_DELIVERY_ID,
+            ("X-GitHub-Delivery must be 1-64 letters, digits and '-' (a GUID), not a dash first",),
+        )
+    return None
+
+
 def _text(expr: ex.Expr, scope: Mapping[str, Any]) -> str:
-    """An id or subject as text: strings as they are, numbers and booleans printed."""
-    value = ex.evaluate(expr, scope)
-    if isinstance(value, bool) or value is None:
-        return {True: "true", False: "false", None: ""}[value]
-    if not isinstance(value, str | int | float):
-        raise ex.EvalError("an event id or subject must be text or a number", expr.span)
-    return str(value)
+    """An id or subject as text: strings as they are, numbers printed. A boolean,
+    null, list or object (or one in a `{placeholder}`) names no event: EvalError."""
+    parts = list(ex.paths(expr)) if isinstance(expr, ex.Template) else [expr]
+    for part in parts:
+        value = ex.evaluate(part, scope)
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            name = f"'{part}'" if isinstance(part, ex.Path) else "the value"
+            raise ex.EvalError(
+                f"{name} is {_json_kind(value)}; an event id or subject is text or a number",
+                part.span,
+            )
+    return str(ex.evaluate(expr, scope))
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def _where(span: Span) -> str:

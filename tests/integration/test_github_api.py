@@ -375,3 +375,43 @@ def test_replay_route_refuses_other_peers() -> None:
     request = make_mocked_request("POST", "/github/replay", transport=transport)
     with pytest.raises(Forbidden):
         asyncio.run(post_github_replay(request))
+
+
+# ---- refusals with their own reasons --------------------------------------------------
+
+
+@pytest.mark.parametrize("delivery", ["not a guid", "x" * 65, "../etc", "a:b", "-dash"])
+def test_bad_delivery_id_is_422_bad_delivery_id(serve: Serve, delivery: str) -> None:
+    """A signed delivery whose X-GitHub-Delivery is not GUID-like is 422 bad_delivery_id
+    (not a message about eventId), and nothing is admitted."""
+    body = raw("pull_request.opened.payload.json")
+    status, answer = deliver(serve, "pull_request", body, delivery=delivery)
+    assert (status, answer["errors"][0]) == (422, "bad_delivery_id"), answer
+    assert "eventId" not in json.dumps(answer)
+
+
+@pytest.mark.parametrize("sha", [None, "", "deadbeef"])
+def test_green_run_with_a_bad_head_sha_is_refused_and_not_stored(serve: Serve, sha: Any) -> None:
+    """A green PR run whose head SHA is null, empty or short is 422 malformed_payload;
+    no merge-pr:…:null event is stored."""
+    payload = green_run()
+    payload["workflow_run"]["head_sha"] = sha
+    payload["workflow_run"]["pull_requests"][0]["head"]["sha"] = sha
+    status, answer = deliver(serve, "workflow_run", payload)
+    assert (status, answer["errors"][0]) == (422, "malformed_payload"), answer
+    _, events = serve.request("GET", "/events?type=factory.merge.requested&limit=1000", token=TOKEN)
+    assert not any(e["eventId"].endswith((":None", ":null", ":")) for e in events["events"])
+
+
+def test_pull_request_without_repository_is_422(serve: Serve) -> None:
+    """An opened pull_request without `repository` is 422 malformed_payload."""
+    payload = variant("pull_request.opened.payload.json", lambda p: p.pop("repository"))
+    status, answer = deliver(serve, "pull_request", payload)
+    assert (status, answer["errors"][0]) == (422, "malformed_payload"), answer
+
+
+def test_deeply_nested_delivery_is_422_not_500(serve: Serve) -> None:
+    """A signed delivery nested 100,000 deep is a 422 with its reason."""
+    body = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
+    status, answer = deliver(serve, "pull_request", body)
+    assert (status, answer["errors"][0]) == (422, "too_deep"), answer

@@ -25,6 +25,7 @@ from engine.intake.github import (
     Ignored,
     Rejected,
     Translation,
+    delivery_problem,
     sign,
     translate,
     verify_signature,
@@ -176,7 +177,7 @@ def test_pull_request_without_its_base_is_malformed(rules: RuleSet) -> None:
     result = run(rules, "pull_request", payload)
     assert isinstance(result, Rejected) and result.reason == "malformed_payload"
     [error] = result.errors
-    assert error.startswith("github.rules:12:")
+    assert error.startswith("github.rules:13:")
     assert error.endswith(": 'pull_request' has no field 'base'")
 
 
@@ -395,3 +396,113 @@ def test_secrets_are_read_from_the_environment_comma_separated() -> None:
     assert Settings.from_env(env).github_secrets == (b"new", b"old")
     assert Settings.from_env({}).github_secrets == ()
     assert "new" not in repr(Settings.from_env(env))
+
+
+# ---- refusals: commit ids, a missing repository, ids and subjects that are not text -----
+
+
+@pytest.mark.parametrize("sha", [None, "", "null", "abc123", "g" * 40, "a" * 41, 7, ["a" * 40]])
+def test_green_run_whose_head_sha_is_not_a_commit_id_is_refused(rules: RuleSet, sha: Any) -> None:
+    """A green pull-request run whose head SHA (and its PR's) is null, empty, short, not
+    hex or not a string is 422 malformed_payload, never admitted as merge-pr:…:null."""
+    payload = green_run(head_sha=sha)
+    payload["workflow_run"]["pull_requests"][0]["head"]["sha"] = sha
+    result = run(rules, "workflow_run", payload)
+    assert isinstance(result, Rejected) and result.reason == "malformed_payload", result
+    assert result.errors[0].startswith("github.rules:")
+
+
+def test_green_run_whose_pr_head_sha_alone_is_null_is_refused(rules: RuleSet) -> None:
+    """A good run head SHA with a null PR head SHA is refused too, not ignored."""
+    payload = green_run()
+    payload["workflow_run"]["pull_requests"][0]["head"]["sha"] = None
+    result = run(rules, "workflow_run", payload)
+    assert isinstance(result, Rejected) and result.reason == "malformed_payload"
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        ("pull_request", "pull_request.opened.payload.json"),
+        ("pull_request", "pull_request.synchronize.payload.json"),
+        ("workflow_run", "workflow_run.completed.payload.json"),
+    ],
+)
+@pytest.mark.parametrize("repository", ["absent", None, {}, {"full_name": None}, {"full_name": ""}])
+def test_delivery_without_a_repository_is_malformed(
+    rules: RuleSet, kind: str, name: str, repository: Any
+) -> None:
+    """A pull_request or workflow_run without `repository` (or its full name) is 422
+    malformed_payload, not ignored as unconfigured_repo."""
+    payload = fixture(name)
+    if repository == "absent":
+        del payload["repository"]
+    else:
+        payload["repository"] = repository
+    result = run(rules, kind, payload)
+    assert isinstance(result, Rejected) and result.reason == "malformed_payload", result
+
+
+def table_rules(tmp_path: Path, emit: str) -> RuleSet:
+    """The shipped rules with loops/github.rules replaced by one `webhook github
+    pull_request` table: the `emit` line."""
+    loops = tmp_path / "loops"
+    loops.mkdir(exist_ok=True)
+    for shipped in (ROOT / "loops").glob("*.rules"):
+        (loops / shipped.name).write_bytes(shipped.read_bytes())
+    (loops / "github.rules").write_text(f"webhook github pull_request\n  {emit}\n")
+    return load_rules(Paths(loops, ROOT / "registry", ROOT / "tests" / "no-config"))
+
+
+@pytest.mark.parametrize(
+    ("emit", "kind"),
+    [
+        ('emit factory.merge.requested subject pull_request.user { repo: "x" }', "an object"),
+        ('emit factory.merge.requested subject pull_request.locked { repo: "x" }', "a boolean"),
+        ('emit factory.merge.requested subject pull_request.labels { repo: "x" }', "a list"),
+        ('emit factory.merge.requested subject pull_request.milestone { repo: "x" }', "null"),
+        ('emit factory.merge.requested id pull_request.locked { repo: "x" }', "a boolean"),
+        ('emit factory.merge.requested id pull_request.head { repo: "x" }', "an object"),
+        ('emit factory.merge.requested id "pr-{pull_request.milestone}" { repo: "x" }', "null"),
+        ('emit factory.merge.requested id "pr-{pull_request.draft}" { repo: "x" }', "a boolean"),
+    ],
+)
+def test_object_boolean_or_null_as_subject_or_id_is_refused(
+    tmp_path: Path, emit: str, kind: str
+) -> None:
+    """An object, list, boolean or null read as an event's subject or id (or into a
+    `{placeholder}` of one) rejects the delivery as malformed_payload, with the path."""
+    payload = fixture("pull_request.opened.payload.json")
+    assert payload["pull_request"]["milestone"] is None
+    result = run(table_rules(tmp_path, emit), "pull_request", payload)
+    assert isinstance(result, Rejected) and result.reason == "malformed_payload", result
+    assert f"is {kind};" in result.errors[0]
+
+
+def test_numbers_and_strings_still_make_ids_and_subjects(tmp_path: Path) -> None:
+    """A number or a string read as an id or subject is printed into it as before."""
+    emit = 'emit factory.merge.requested subject pull_request.title id "pr-{number}" { repo: "x" }'
+    payload = fixture("pull_request.opened.payload.json")
+    envelope = admitted(run(table_rules(tmp_path, emit), "pull_request", payload)).envelope
+    assert envelope.eventId == f"pr-{payload['number']}"
+    assert envelope.subject == payload["pull_request"]["title"]
+
+
+@pytest.mark.parametrize(
+    "delivery", ["72d3162e-cc78-11e3-81ab-4c9367dc0958", "replay-0123456789ab", "d-1", "x"]
+)
+def test_guid_like_delivery_ids_pass(delivery: str) -> None:
+    """GitHub's GUIDs and the replay command's ids are accepted."""
+    assert delivery_problem(delivery) is None
+
+
+@pytest.mark.parametrize(
+    "delivery", ["-x", "a" * 65, "a b", "a/b", "a:b", "ä", "a\x00", "a.b", "{}", "%"]
+)
+def test_bad_delivery_ids_have_their_own_reason(delivery: str) -> None:
+    """An X-GitHub-Delivery that is not GUID-like (odd characters, too long) is refused
+    as bad_delivery_id; an empty one as missing_delivery_id."""
+    refused = delivery_problem(delivery)
+    assert refused is not None and refused.reason == "bad_delivery_id"
+    missing = delivery_problem("")
+    assert missing is not None and missing.reason == "missing_delivery_id"

@@ -188,7 +188,7 @@ def test_unknown_function_lists_the_known_ones() -> None:
     """A call to an unknown function is E0603 with the catalogue as a hint."""
     code, _, col, message, hint = error("loop x\n  manual\n  emit a.b { s: upper(x) }\n")
     assert (code, col, message) == ("E0603", 17, "unknown function 'upper'")
-    assert hint == "functions: count, lower"
+    assert hint == "functions: count, is_sha, lower"
 
 
 def test_duplicate_object_key_points_at_the_second() -> None:

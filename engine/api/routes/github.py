@@ -22,6 +22,7 @@ from engine.intake.github import (
     Reason,
     Rejected,
     Translation,
+    delivery_problem,
     translate,
     verify_signature,
 )
@@ -85,8 +86,8 @@ async def _deliver(request: web.Request, body: bytes, actor: str) -> web.Respons
     """Translate and admit: 202 admitted, 200 duplicate or ignored, 422 rejected."""
     kind = request.headers.get(EVENT_HEADER, "").strip()
     delivery = request.headers.get(DELIVERY_HEADER, "").strip()
-    if not delivery:
-        raise _rejected(Reason.MISSING_DELIVERY_ID, [f"{DELIVERY_HEADER} is required"])
+    if refused := delivery_problem(delivery):
+        raise _rejected(refused.reason, list(refused.errors))
     engine = service(request)
     if len(body) <= INLINE_BYTES:  # parsing a small body costs less than a thread hop
         outcome = _translate(engine, kind, delivery, body)
@@ -110,6 +111,8 @@ def _translate(engine: Service, kind: str, delivery: str, body: bytes) -> Transl
         payload = parse_json(body)
     except BadRequest as err:
         raise _rejected(Reason.INVALID_JSON, [err.message]) from None
+    except Unprocessable as err:  # nested too deep to parse
+        raise _rejected(str(err.details["reason"]), [err.message]) from None
     if not isinstance(payload, dict):
         found = _JSON_NAMES.get(type(payload), "a JSON value")
         raise _rejected(Reason.MALFORMED_PAYLOAD, [f"the body must be a JSON object, not {found}"])
