@@ -546,6 +546,26 @@ def test_claims_take_the_oldest_queued_run(open_store: Factory) -> None:
     assert (second.run_id, second.lease_owner, second.attempts) == ("run-2", "w2", 1)
 
 
+def test_claims_pass_over_the_runs_of_a_paused_loop(open_store: Factory) -> None:
+    """A paused loop's queued runs are not claimed (older or not) and stay queued; runs
+    of other loops, and of no loop, are; once resumed, the held run is claimed."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event())
+        tx.set_loop_enabled("nightly", True, at(0), at(0))
+        tx.set_paused("nightly", True, "breaker", "schedule", at(0))
+        tx.insert_run(run("k-1", "run-held", "nightly", created=at(1)))
+        tx.insert_run(run("k-2", "run-other", "hourly", created=at(2)))
+        tx.insert_run(run("k-3", "run-free", created=at(3)))
+        claimed = [tx.claim_next_run("w1", at(30)) for _ in range(3)]
+        assert [c.run_id if c else None for c in claimed] == ["run-other", "run-free", None]
+        held = tx.get_run("run-held")
+        assert held is not None and held.state == "queued"
+        tx.set_paused("nightly", False, "", None, at(4))
+        resumed = tx.claim_next_run("w1", at(30))
+    assert resumed is not None and resumed.run_id == "run-held"
+
+
 def test_lease_steps_belong_to_the_holder(open_store: Factory) -> None:
     """Only the lease holder heartbeats (while claimed or running), starts (from claimed)
     and finishes a run; the result comes back as it was recorded."""
