@@ -361,15 +361,29 @@ class Settled:
 
 def _used(occ: OccurrenceRecord, run: RunRecord, at: str) -> dict[str, int]:
     """The occurrence's use so far plus this run's: a run that never started (cancelled
-    in the queue) used nothing, but still takes its number (its key is spent)."""
+    in the queue) used nothing, but still takes its number (its key is spent). Time is
+    counted exactly, in milliseconds (`wall_clock_ms`), so short runs add up;
+    `wall_clock_seconds` is the same total in whole seconds (what older rows hold)."""
     before = occ.used or {}
-    seconds = 0
+    ms = 0
     if run.started_at is not None:
-        seconds = max(0, int((parse_iso(at) - parse_iso(run.started_at)).total_seconds()))
+        elapsed = parse_iso(at) - parse_iso(run.started_at)
+        ms = max(0, round(elapsed.total_seconds() * 1000))
+    total = _ms_of(before) + ms
     return {
         "runs": int(before.get("runs", 0)) + 1,
-        "wall_clock_seconds": int(before.get("wall_clock_seconds", 0)) + seconds,
+        "wall_clock_seconds": total // 1000,
+        "wall_clock_ms": total,
     }
+
+
+def _ms_of(used: dict[str, Any]) -> int:
+    """Milliseconds of wall clock in a `used` record: `wall_clock_ms`, or the whole
+    seconds of a record written before it was kept."""
+    ms = used.get("wall_clock_ms")
+    if isinstance(ms, int) and not isinstance(ms, bool):
+        return ms
+    return int(used.get("wall_clock_seconds", 0)) * 1000
 
 
 def settle(

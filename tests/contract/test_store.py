@@ -1409,6 +1409,35 @@ def test_budget_usage_sums_used_once_finished_else_reserved(open_store: Factory)
         assert tx.budget_usage("repair", "bj29", at(5)) == {"runs": 0, "wall_clock_seconds": 0}
 
 
+def test_budget_usage_adds_up_the_milliseconds_of_short_runs(open_store: Factory) -> None:
+    """Wall clock kept to the millisecond (`wall_clock_ms`) is summed exactly, so
+    sub-second runs add up to whole seconds; a record with whole seconds only (written
+    before milliseconds were kept) counts its seconds."""
+    store = open_store()
+    with store.write() as tx:
+        short = [
+            occurrence(
+                f"e-{n}",
+                created=at(1),
+                used={"runs": 1, "wall_clock_seconds": 0, "wall_clock_ms": 400},
+                finished_at=at(2),
+            )
+            for n in range(5)
+        ]
+        older = occurrence(
+            "e-old", created=at(1), used={"runs": 1, "wall_clock_seconds": 3}, finished_at=at(2)
+        )
+        both = occurrence(
+            "e-both",
+            created=at(1),
+            used={"runs": 2, "wall_clock_seconds": 1, "wall_clock_ms": 1900},
+            finished_at=at(2),
+        )
+        opened(tx, *short, older, both)
+    with store.read() as tx:  # 5 x 0.4 s + 3 s + 1.9 s = 6.9 s: 6 whole seconds
+        assert tx.budget_usage("repair", "bj29", at(0)) == {"runs": 8, "wall_clock_seconds": 6}
+
+
 def test_loop_counters_are_kept_on_the_loop_state(open_store: Factory) -> None:
     """A loop state starts with no streaks and no quiet period; set_loop_counters records
     them for a known loop only, and both readers return them."""

@@ -23,7 +23,7 @@ from engine.core.envelope import Envelope
 from engine.core.records import EventRecord, OccurrenceRecord
 from engine.errors import Conflict, Forbidden
 from engine.loading import Paths
-from engine.service import Service
+from engine.service import Execution, Service
 from engine.service.metrics import prometheus
 from engine.worker import adapters_for, work_once
 
@@ -253,6 +253,24 @@ def test_budget_is_reserved_settled_and_exhaustion_is_terminal(world: Any) -> No
     assert [(n.kind, n.state, n.loop) for n in notes] == [
         ("occurrence", "budget_exhausted", "budgeted")
     ]
+
+
+def test_short_runs_add_up_on_the_wall_clock(world: Any) -> None:
+    """§11: a run's wall clock is settled to the millisecond, so sub-second runs add up
+    in the day's use instead of costing nothing each."""
+    w = world("budgeted")
+    for h in (10, 11):
+        w.at(hour(h))
+        run = w.service.claim("w1", 60.0)
+        assert run is not None
+        w.service.start(run, "w1")
+        assert w.service.run(run.run_id).state == "running"
+        w.now += timedelta(milliseconds=600)  # the run takes 0.6 s
+        w.service.finish(run, "w1", Execution(result={"outcome": "OK"}))
+    assert [o.used for o in w.occurrences("budgeted")] == [
+        {"runs": 1, "wall_clock_seconds": 0, "wall_clock_ms": 600}
+    ] * 2
+    assert w.service.stats()["budgetUsed24h"]["budgeted"] == {"runs": 2, "wall_clock_seconds": 1}
 
 
 # ---- §12 concurrency, §13 backoff ----------------------------------------------------------
