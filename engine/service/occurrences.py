@@ -398,9 +398,11 @@ def settle(
     cancelled_by: str | None = None,
     refused: bool = False,
     error: str | None = None,
+    unauthorized: str | None = None,
 ) -> Settled:
     """Settle the budget from actual use and move the run's occurrence by the failure
-    class of what happened (seed 2 §11, §13)."""
+    class of what happened (seed 2 §11, §13). A run the worker's authority check
+    refused (`unauthorized`, the reason) waits for a person, like a refused workspace."""
     occ = tx.get_occurrence(run.event_id)
     if occ is None or occ.state != "work_dispatched":
         return Settled(occ.state if occ else None, True, None)
@@ -412,6 +414,8 @@ def settle(
     if refused:  # the dirty-workspace guard: a person decides, nothing is retried
         note = f"workspace refused: {error or run.error or 'see the run'}"
         return _conclude(rt, tx, occ, "escalate", used, None, at, note)
+    if unauthorized is not None:  # the authority check: a person looks, nothing is retried
+        return _conclude(rt, tx, occ, "escalate", used, None, at, unauthorized)
     mutating = definition is None or definition.mutating
     if definition is None:
         cls = FailureClass.INFRASTRUCTURE_FAILURE
