@@ -6,8 +6,8 @@ of who approved the run: the `approved` entries of its proposal in the journal, 
 the run's own `approved_by` column, which anyone who can write the database could set.
 A run written straight into the database, human-only work approved by a rule, mutating
 work of a loop that is now in shadow, work whose definition left the rules or is no
-longer routed: each is refused before anything runs (docs/runtime.md#the-workers-
-authority-check). Pure: facts in, a verdict out."""
+longer routed: each is refused before anything runs (docs/runtime.md#runs, "The
+authority check"). Pure: facts in, a verdict out."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A worker writes the execution to `result.pending.json` in the run's artifact dir
 (atomically: a temporary file, fsync, rename) before it records the result in the
 database, and removes it once recorded. A worker killed in between, or a database that
 stays away longer than the lease, leaves the file: the lease-expiry policy then records
-the run from it instead of failing it (docs/runtime.md#results-survive-a-database-blip).
+the run from it instead of failing it (docs/runtime.md#runs).
 The file names the run, the attempt and the worker, so one left by an earlier attempt
 never finishes a later one."""
 
