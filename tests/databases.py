@@ -84,12 +84,21 @@ class Cluster:
     def start(self) -> None:
         self._run("initdb", "-D", str(self.data), "-U", "engine", "-A", "trust", "-E", "UTF8",
                   "--locale=C", "--no-sync")  # fmt: skip
+        self.serve()
+
+    def serve(self) -> None:
+        """Start the server of an initialised cluster (again, after `halt`), same port."""
         options = (
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
         )
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
                   "-w", "-t", "60", "start")  # fmt: skip
+
+    def halt(self) -> None:
+        """Stop the server as a restart does (`-m fast`: every session is cut off,
+        committed work is kept), leaving the cluster for `serve`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def stop(self) -> None:
         try:

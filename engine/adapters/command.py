@@ -5,9 +5,11 @@ Each argv element is one string; `{name}` placeholders in it are filled by the b
 payload. A value fills its own element only (never split, never a shell), and must fit
 its param type, so a payload can never add an argument or an option; a value that does
 not fit refuses the run before anything executes. The child sees an allowlisted
-environment, runs in the run's artifact directory in its own process group (killed whole
-on timeout or cancellation), and its result is the last non-empty stdout line, parsed as
-a JSON object (`factory.command-result/v1`)."""
+environment and runs in the run's artifact directory, in a session and process group of
+its own that is killed whole on a timeout (SIGTERM, then SIGKILL after a grace period),
+on a cancel or a lost lease (SIGKILL), when the command exits (whatever it left running),
+and, on Linux, when the worker dies (the supervisor below). Its result is the last
+non-empty stdout line, parsed as a JSON object (`factory.command-result/v1`)."""
 
 from __future__ import annotations
 
@@ -38,21 +40,12 @@ TAIL_CHARS = 2000
 STDOUT_TAIL_BYTES = 1 << 20  # the result line is the last one; a bigger one is not read
 KILL_GRACE_SECONDS = 2.0
 
-# On Linux the command is started through this shim, which asks the kernel to kill it
-# when the worker dies (PR_SET_PDEATHSIG) and then execs the real argv unchanged: a
-# worker killed mid-run never leaves its command running beside a retry. No Python code
-# runs between fork and exec in the worker itself.
-_DEATH_SHIM = """\
-import ctypes, os, signal, sys
-ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-if os.getppid() != int(sys.argv[1]):
-    sys.exit(70)
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])
-except OSError as err:
-    print(f"cannot run {sys.argv[2]!r}: {err}", file=sys.stderr)
-    sys.exit(127)
-"""
+# On Linux the command is started through a tiny supervisor (engine/adapters/
+# supervisor.py, standard library only) that stays beside it in its process group and
+# kills the whole group when the worker dies (PR_SET_PDEATHSIG): a worker killed mid-run
+# never leaves its command, nor anything the command started, running beside a retry.
+# No Python code runs between fork and exec in the worker itself.
+SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
 
 
 class ArgumentRefused(Unprocessable):
@@ -177,9 +170,10 @@ def judge(code: int, stdout: str, stderr: str) -> tuple[dict[str, Any] | None, s
 
 
 def spawn_argv(argv: list[str]) -> list[str]:
+    """What is executed: the argv under the supervisor on Linux, else the argv."""
     if sys.platform != "linux":
         return argv
-    return [sys.executable, "-I", "-S", "-c", _DEATH_SHIM, str(os.getpid()), *argv]
+    return [sys.executable, "-I", "-S", SUPERVISOR, str(os.getpid()), *argv]
 
 
 def kill_group(pgid: int, sig: signal.Signals) -> None:
@@ -199,7 +193,8 @@ async def stop_group(proc: asyncio.subprocess.Process) -> None:
 
 async def wait_or_stop(proc: asyncio.subprocess.Process, timeout: float) -> bool:
     """Wait for the process; True when it timed out (its group is then stopped).
-    Cancelling the wait stops the group too."""
+    Cancelling the wait kills the group at once. Whatever the command left running in
+    its group when it exited is killed too: a run's processes end with the run."""
     try:
         await asyncio.wait_for(proc.wait(), timeout)
         return False
@@ -210,6 +205,8 @@ async def wait_or_stop(proc: asyncio.subprocess.Process, timeout: float) -> bool
         kill_group(proc.pid, signal.SIGKILL)
         await proc.wait()
         raise
+    finally:
+        kill_group(proc.pid, signal.SIGKILL)
 
 
 class CommandAdapter:

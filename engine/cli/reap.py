@@ -76,8 +76,10 @@ def handler(args: argparse.Namespace) -> int:
 def summary(report: dict[str, Any]) -> str:
     leases = report["leases"]
     requeued = sum(1 for lease in leases if lease["to"] == "queued")
-    failed = len(leases) - requeued
-    counts = f"{len(leases)} expired lease(s) ({requeued} requeued, {failed} failed)"
+    recorded = sum(1 for lease in leases if "recordedFrom" in lease)
+    failed = len(leases) - requeued - recorded
+    kept = f", {recorded} recorded from result files" if recorded else ""
+    counts = f"{len(leases)} expired lease(s) ({requeued} requeued{kept}, {failed} failed)"
     stale = f"{len(report['proposals'])} stale proposal(s)"
     if report["applied"]:
         return f"recovered {counts}, expired {stale}"
@@ -89,7 +91,11 @@ def _print_report(report: dict[str, Any]) -> None:
         print("dry run: nothing is changed; pass --apply to reap")
     verb = "" if report["applied"] else "would go "
     for lease in report["leases"]:
-        print(f"run {lease['runId']}: lease of {lease['worker']} expired; {verb}-> {lease['to']}")
+        kept = " (recorded from its result file)" if "recordedFrom" in lease else ""
+        print(
+            f"run {lease['runId']}: lease of {lease['worker']} expired; "
+            f"{verb}-> {lease['to']}{kept}"
+        )
     verb = "expired" if report["applied"] else "would expire"
     for proposal in report["proposals"]:
         print(f"proposal {proposal}: {verb}")

@@ -1,8 +1,10 @@
 """`engine worker`: claim and execute queued runs until SIGTERM or SIGINT.
 
-The first signal stops claiming and lets the run in hand finish (within its timeout);
-a second one cancels it (its command is killed, its lease expires into the reaper's
-hands). Either way the exit is clean (0). `--once` executes at most one run."""
+At start it records the results an earlier process with the same `--id` (or a worker
+whose lease expired) left on disk. The first signal stops claiming and lets the run in
+hand finish (within its timeout); a second one cancels it (its command's process group
+is killed, its lease expires into the reaper's hands). Either way the exit is clean (0).
+`--once` executes at most one run."""
 
 from __future__ import annotations
 
@@ -22,7 +24,13 @@ from engine.cli import exits
 from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
 from engine.core.records import RunRecord
 from engine.service import Service
-from engine.worker import adapters_for, default_worker_id, run_worker, work_once
+from engine.worker import (
+    adapters_for,
+    default_worker_id,
+    record_pending,
+    run_worker,
+    work_once,
+)
 
 
 def register(sub: Any) -> None:
@@ -69,12 +77,20 @@ def handler(args: argparse.Namespace) -> int:
     adapters = adapters_for(db, paths_from(args))
     try:
         if args.once:
-            _show(asyncio.run(work_once(service, worker_id, args.lease, adapters)), args.json)
+            _show(asyncio.run(_once(service, worker_id, adapters, args.lease)), args.json)
         else:
             asyncio.run(_until_signalled(service, worker_id, adapters, args))
     finally:
         service.rt.store.close()
     return exits.OK
+
+
+async def _once(
+    service: Service, worker_id: str, adapters: Adapters, lease: float
+) -> RunRecord | None:
+    """Record what an earlier process of this worker left on disk, then one run."""
+    await record_pending(service, worker_id)
+    return await work_once(service, worker_id, lease, adapters)
 
 
 async def _until_signalled(

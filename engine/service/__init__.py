@@ -19,6 +19,7 @@ from engine.errors import NotFound
 from engine.service import (
     admission,
     findings,
+    leases,
     metrics,
     notifications,
     planning,
@@ -78,7 +79,7 @@ class Service:
         now = self.rt.clock()
         if self._last_sweep is None or now - self._last_sweep >= LEASE_SWEEP:
             self._last_sweep = now
-            done += len(runs.recover_expired(self.rt, apply=True))
+            done += len(leases.recover_expired(self.rt, apply=True))
         done += retries.resume_due(self.rt)
         if self.sink.configured and (
             self._last_notify is None or now - self._last_notify >= NOTIFY_EVERY
@@ -129,14 +130,21 @@ class Service:
     def claim(self, worker: str, lease_seconds: float) -> RunRecord | None:
         return runs.claim(self.rt, worker, lease_seconds)
 
-    def start(self, run: RunRecord, worker: str) -> bool:
+    def start(self, run: RunRecord, worker: str) -> runs.Start:
         return runs.start(self.rt, run, worker)
 
     def heartbeat(self, run_id: str, worker: str, lease_seconds: float) -> bool:
         return runs.heartbeat(self.rt, run_id, worker, lease_seconds)
 
-    def finish(self, run: RunRecord, worker: str, execution: Execution) -> RunRecord:
-        return runs.finish(self.rt, run, worker, execution)
+    def finish(
+        self, run: RunRecord, worker: str, execution: Execution, at: str | None = None
+    ) -> RunRecord:
+        return runs.finish(self.rt, run, worker, execution, at)
+
+    def record_pending(self, worker: str) -> list[RunRecord]:
+        """Record results an earlier process of `worker`, or a worker whose lease
+        expired, left on disk."""
+        return leases.record_pending(self.rt, worker)
 
     # ---- schedules (engine schedule, engine doctor, /schedules) ---------------------
     def schedules(self) -> list[dict[str, Any]]:
@@ -174,13 +182,18 @@ class Service:
     def reap(self, apply: bool, proposal_ttl: timedelta) -> dict[str, Any]:
         """Recover expired run leases and expire stale proposals (a dry run unless
         `apply`). The reaper loop's definition runs this through `engine reap`."""
-        recovered = runs.recover_expired(self.rt, apply)
+        recovered = leases.recover_expired(self.rt, apply)
         stale = proposals.expire_stale(self.rt, proposal_ttl, apply)
         return {
             "applied": apply,
             "leases": [
-                {"runId": r.run_id, "to": target, "worker": r.lease_owner}
-                for r, target in recovered
+                {
+                    "runId": r.run.run_id,
+                    "to": r.to,
+                    "worker": r.run.lease_owner,
+                    **({"recordedFrom": "result file"} if r.from_file else {}),
+                }
+                for r in recovered
             ],
             "proposals": [p.proposal_id for p in stale],
         }

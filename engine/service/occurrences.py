@@ -365,15 +365,29 @@ class Settled:
 
 def _used(occ: OccurrenceRecord, run: RunRecord, at: str) -> dict[str, int]:
     """The occurrence's use so far plus this run's: a run that never started (cancelled
-    in the queue) used nothing, but still takes its number (its key is spent)."""
+    in the queue) used nothing, but still takes its number (its key is spent). Time is
+    counted exactly, in milliseconds (`wall_clock_ms`), so short runs add up;
+    `wall_clock_seconds` is the same total in whole seconds (what older rows hold)."""
     before = occ.used or {}
-    seconds = 0
+    ms = 0
     if run.started_at is not None:
-        seconds = max(0, int((parse_iso(at) - parse_iso(run.started_at)).total_seconds()))
+        elapsed = parse_iso(at) - parse_iso(run.started_at)
+        ms = max(0, round(elapsed.total_seconds() * 1000))
+    total = _ms_of(before) + ms
     return {
         "runs": int(before.get("runs", 0)) + 1,
-        "wall_clock_seconds": int(before.get("wall_clock_seconds", 0)) + seconds,
+        "wall_clock_seconds": total // 1000,
+        "wall_clock_ms": total,
     }
+
+
+def _ms_of(used: dict[str, Any]) -> int:
+    """Milliseconds of wall clock in a `used` record: `wall_clock_ms`, or the whole
+    seconds of a record written before it was kept."""
+    ms = used.get("wall_clock_ms")
+    if isinstance(ms, int) and not isinstance(ms, bool):
+        return ms
+    return int(used.get("wall_clock_seconds", 0)) * 1000
 
 
 def settle(
@@ -388,9 +402,11 @@ def settle(
     cancelled_by: str | None = None,
     refused: bool = False,
     error: str | None = None,
+    unauthorized: str | None = None,
 ) -> Settled:
     """Settle the budget from actual use and move the run's occurrence by the failure
-    class of what happened (seed 2 §11, §13)."""
+    class of what happened (seed 2 §11, §13). A run the worker's authority check
+    refused (`unauthorized`, the reason) waits for a person, like a refused workspace."""
     occ = tx.get_occurrence(run.event_id)
     if occ is None or occ.state != "work_dispatched":
         return Settled(occ.state if occ else None, True, None)
@@ -402,6 +418,8 @@ def settle(
     if refused:  # the dirty-workspace guard: a person decides, nothing is retried
         note = f"workspace refused: {error or run.error or 'see the run'}"
         return _conclude(rt, tx, occ, "escalate", used, None, at, note)
+    if unauthorized is not None:  # the authority check: a person looks, nothing is retried
+        return _conclude(rt, tx, occ, "escalate", used, None, at, unauthorized)
     mutating = definition is None or definition.mutating
     if definition is None:
         cls = FailureClass.INFRASTRUCTURE_FAILURE

@@ -1,13 +1,14 @@
-"""Runs: claimed under a lease, heartbeated, finished by the lease holder only, and
-recovered by the reaper when a lease expires. An outcome resolves through the chain
-rules into outbox events, in the same transaction as the finish."""
+"""Runs: claimed under a lease, checked for authority and started, heartbeated,
+finished by the lease holder only (a lost lease is engine.service.leases'), cancelled by
+an operator. An outcome resolves through the chain rules into outbox events, in the
+same transaction as the finish."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
+from enum import StrEnum
 
-from engine.core import chains
+from engine.core import authority, chains
 from engine.core.decisions import is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import LEASED, RunRecord
@@ -17,28 +18,28 @@ from engine.errors import Conflict, Forbidden, NotFound, Unprocessable
 from engine.service import occurrences
 from engine.service.admission import admit_in, check
 from engine.service.context import Runtime
+from engine.service.executions import Execution
 from engine.service.planning import envelope_of
 from engine.store.ports import Tx
 
-# Lease-expiry policy: a read-only run is requeued while attempts remain; a mutating
-# run is never re-executed behind an operator's back: it fails with `lease_expired`.
-MAX_ATTEMPTS = 3
+__all__ = ["Execution", "Start"]
 
 
-@dataclass(frozen=True)
-class Execution:
-    """What an adapter reports for one run."""
+class Start(StrEnum):
+    """What `start` did with a claimed run."""
 
-    result: dict[str, object] | None
-    error: str | None = None
-    timed_out: bool = False
-    artifact: str | None = None
-    workspace_refused: bool = False  # the dirty-workspace guard refused to start it
+    STARTED = "started"  # running: the worker executes it
+    LOST = "lost"  # the worker no longer holds it (cancelled, recovered)
+    REFUSED = "refused"  # the authority check refused it: failed, never executed
+
+    def __bool__(self) -> bool:
+        """True only when the run started (as `start` answered before it could refuse)."""
+        return self is Start.STARTED
 
 
 def definition_of(rt: Runtime, ref_text: str) -> Definition | None:
-    ident, _, version = ref_text.partition("@")
-    return rt.rules.definitions.get(DefinitionRef(ident, int(version or 0)))
+    ref = authority.parse_ref(ref_text)
+    return None if ref is None else rt.rules.definitions.get(ref)
 
 
 def lease_until(rt: Runtime, seconds: float) -> str:
@@ -63,21 +64,73 @@ def claim(rt: Runtime, worker: str, lease_seconds: float) -> RunRecord | None:
         return run
 
 
-def start(rt: Runtime, run: RunRecord, worker: str) -> bool:
+def start(rt: Runtime, run: RunRecord, worker: str) -> Start:
+    """Start a claimed run once the authority check allows it under the worker's rules
+    (engine.core.authority); a refused run is failed and journaled, never executed."""
     with rt.store.write(exclusive=False) as tx:
-        state = rt.lifecycle.run(run.state, "start")
-        if not tx.start_run(run.run_id, worker, rt.now()):
-            return False
+        current = tx.get_run(run.run_id)
+        if current is None or not _holds(current, worker, "claimed"):
+            return Start.LOST
+        if authority.check(authority_facts(tx, current), rt.rules).allowed:
+            return _start(rt, tx, current, worker)
+    return _refuse(rt, run, worker)
+
+
+def _holds(run: RunRecord, worker: str, *states: str) -> bool:
+    return run.lease_owner == worker and run.state in (states or LEASED)
+
+
+def authority_facts(tx: Tx, run: RunRecord) -> authority.RunFacts:
+    """What the authority check reads: the run's event, its proposal and the actors of
+    that proposal's `approved` journal entries."""
+    proposal = tx.get_proposal(run.proposal_id) if run.proposal_id else None
+    approvers: tuple[str, ...] = ()
+    if proposal is not None:
+        entries = tx.list_journal(1000, 0, "proposal", proposal.proposal_id)
+        approvers = tuple(e.actor for e in entries if e.action == "approved")
+    return authority.RunFacts(run, tx.get_event(run.event_id), proposal, approvers)
+
+
+def _start(rt: Runtime, tx: Tx, run: RunRecord, worker: str) -> Start:
+    state = rt.lifecycle.run(run.state, "start")
+    if not tx.start_run(run.run_id, worker, rt.now()):
+        return Start.LOST
+    rt.journal(
+        tx, "run", run.run_id, "started", f"worker:{worker}", from_state=run.state, to_state=state
+    )
+    return Start.STARTED
+
+
+def _refuse(rt: Runtime, run: RunRecord, worker: str) -> Start:
+    """Fail a run the check refused, in an exclusive transaction (its occurrence settles
+    too) that reads the facts again: journaled `refused` by the worker with the reason;
+    the occurrence waits for a person (`human_attention_required`), never a retry."""
+    with rt.store.write() as tx:
+        current = tx.get_run(run.run_id)
+        if current is None or not _holds(current, worker, "claimed"):
+            return Start.LOST
+        verdict = authority.check(authority_facts(tx, current), rt.rules)
+        if verdict.refusal is None:
+            return _start(rt, tx, current, worker)
+        state = rt.lifecycle.run(current.state, "fail")
+        at = rt.now()
+        error = f"refused by the worker ({verdict.refusal}): {verdict.note}; nothing was run"
+        if not tx.finish_run(current.run_id, worker, state, at, None, None, error, None):
+            return Start.LOST
         rt.journal(
             tx,
             "run",
-            run.run_id,
-            "started",
+            current.run_id,
+            "refused",
             f"worker:{worker}",
-            from_state=run.state,
+            from_state=current.state,
             to_state=state,
+            note=error,
+            at=at,
+            data={"reason": verdict.refusal.value, "approvedBy": current.approved_by},
         )
-        return True
+        occurrences.settle(rt, tx, current, state, None, False, at, unauthorized=error)
+        return Start.REFUSED
 
 
 def heartbeat(rt: Runtime, run_id: str, worker: str, lease_seconds: float) -> bool:
@@ -86,7 +139,7 @@ def heartbeat(rt: Runtime, run_id: str, worker: str, lease_seconds: float) -> bo
         return tx.heartbeat(run_id, worker, lease_until(rt, lease_seconds))
 
 
-def _judge(
+def judge(
     definition: Definition | None, rt: Runtime, ex: Execution
 ) -> tuple[str, str | None, str | None]:
     """(run state trigger, outcome, error) for an execution. An adapter failure (no
@@ -113,44 +166,71 @@ def _judge(
     return ("fail" if outcome == "FAILED" else "succeed"), outcome, ex.error
 
 
-def finish(rt: Runtime, run: RunRecord, worker: str, ex: Execution) -> RunRecord:
-    """Record the result, check it against the output contract, and resolve chains."""
-    definition = definition_of(rt, run.definition)
-    trigger, outcome, error = _judge(definition, rt, ex)
-    adapter_failed = adapter_failure(definition, rt, ex)
+def finish(
+    rt: Runtime, run: RunRecord, worker: str, ex: Execution, at: str | None = None
+) -> RunRecord:
+    """Record the result (the execution ended `at`, by default now), check it against
+    the output contract, and resolve chains. Conflict when `worker` no longer holds the
+    lease."""
+    lost = Conflict(f"worker '{worker}' no longer holds the lease of run '{run.run_id}'")
     with rt.store.write() as tx:
         current = tx.get_run(run.run_id)
         if current is None:
             raise NotFound(f"no run '{run.run_id}'")
-        lost = Conflict(f"worker '{worker}' no longer holds the lease of run '{run.run_id}'")
-        if current.lease_owner != worker or current.state not in LEASED:
+        if not _holds(current, worker):
             raise lost  # recovered by the reaper (requeued, failed) or claimed by another
-        state = rt.lifecycle.run(current.state, trigger)
-        at = rt.now()
-        if not tx.finish_run(run.run_id, worker, state, at, outcome, ex.result, error, ex.artifact):
+        done = record(rt, tx, current, ex, at or rt.now(), f"worker:{worker}")
+        if done is None:
             raise lost
-        rt.journal(
-            tx,
-            "run",
-            run.run_id,
-            "finished",
-            f"worker:{worker}",
-            from_state=current.state,
-            to_state=state,
-            note=error or "",
-            at=at,
-            data={"outcome": outcome},
-        )
-        settled = occurrences.settle(
-            rt, tx, current, state, outcome, adapter_failed, at, refused=ex.workspace_refused
-        )
-        # A run whose occurrence waits for a retry has not ended the occurrence: its
-        # outcome resolves through the chains only when the occurrence concludes.
-        if settled.concluded and outcome is not None and definition is not None:
-            _chain(rt, tx, run, definition, outcome, ex.result or {}, at)
-        done = tx.get_run(run.run_id)
-        assert done is not None
         return done
+
+
+def record(
+    rt: Runtime,
+    tx: Tx,
+    current: RunRecord,
+    ex: Execution,
+    at: str,
+    actor: str,
+    data: dict[str, object] | None = None,
+    note: str = "",
+) -> RunRecord | None:
+    """Finish a leased run with an execution, as its lease holder; None when the lease
+    moved on (compare-and-set)."""
+    assert current.lease_owner is not None
+    definition = definition_of(rt, current.definition)
+    trigger, outcome, error = judge(definition, rt, ex)
+    state = rt.lifecycle.run(current.state, trigger)
+    owner = current.lease_owner
+    if not tx.finish_run(current.run_id, owner, state, at, outcome, ex.result, error, ex.artifact):
+        return None
+    rt.journal(
+        tx,
+        "run",
+        current.run_id,
+        "finished",
+        actor,
+        from_state=current.state,
+        to_state=state,
+        note=error or note,
+        at=at,
+        data={"outcome": outcome, **(data or {})},
+    )
+    settled = occurrences.settle(
+        rt,
+        tx,
+        current,
+        state,
+        outcome,
+        adapter_failure(definition, rt, ex),
+        at,
+        refused=ex.workspace_refused,
+    )
+    # A run whose occurrence waits for a retry has not ended the occurrence: its
+    # outcome resolves through the chains only when the occurrence concludes.
+    if settled.concluded and outcome is not None and definition is not None:
+        _chain(rt, tx, current, definition, outcome, ex.result or {}, at)
+    return tx.get_run(current.run_id)
 
 
 def adapter_failure(definition: Definition | None, rt: Runtime, ex: Execution) -> bool:
@@ -237,48 +317,6 @@ def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
         done = tx.get_run(run_id)
         assert done is not None
         return done
-
-
-def recover_expired(rt: Runtime, apply: bool, limit: int = 1000) -> list[tuple[RunRecord, str]]:
-    """Runs whose lease expired, and what the policy does with each (`queued` or
-    `failed`); applied when `apply`."""
-    with rt.store.write() as tx:
-        expired = tx.expired_leases(rt.now(), limit)
-        plan: list[tuple[RunRecord, str]] = []
-        for run in expired:
-            definition = definition_of(rt, run.definition)
-            mutating = definition is None or definition.mutating
-            target = "queued" if not mutating and run.attempts < MAX_ATTEMPTS else "failed"
-            plan.append((run, target))
-            if not apply:
-                continue
-            state = rt.lifecycle.run(run.state, "expire_lease", attempts_remain=target == "queued")
-            why = "lease expired" + (
-                ""
-                if target == "queued"
-                else (
-                    "; mutating runs are not re-executed"
-                    if mutating
-                    else f"; {run.attempts} attempts"
-                )
-            )
-            if tx.recover_run(run, state, rt.now(), why):
-                rt.journal(
-                    tx,
-                    "run",
-                    run.run_id,
-                    "lease_expired",
-                    "system",
-                    from_state=run.state,
-                    to_state=state,
-                    note=why,
-                    data={"worker": run.lease_owner},
-                )
-                if state != "queued":
-                    lost = tx.get_run(run.run_id)
-                    assert lost is not None
-                    occurrences.settle(rt, tx, lost, state, None, True, rt.now())
-        return plan
 
 
 def publish_outbox(rt: Runtime, limit: int = 500) -> int:

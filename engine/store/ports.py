@@ -81,8 +81,9 @@ class Tx(Protocol):
     def list_runs(self, limit: int, state: str | None = None) -> list[RunRecord]: ...
 
     def claim_next_run(self, owner: str, lease_until: str) -> RunRecord | None:
-        """Claim the oldest queued run for `owner`; None when the queue is empty. Two
-        claimers never get the same run."""
+        """Claim the oldest queued run for `owner` whose loop is not paused; None when
+        there is none. Two claimers never get the same run; a paused loop's runs stay
+        queued until it is resumed."""
 
     def heartbeat(self, run_id: str, owner: str, lease_until: str) -> bool: ...
 

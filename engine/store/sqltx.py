@@ -587,6 +587,7 @@ class SqlTx:
 
     def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
         total = dict.fromkeys(BUDGET_KEYS, 0)
+        exact_ms = 0  # the milliseconds the whole seconds of `used` records leave out
         for row in self._all("budget_rows", loop=loop, repo=repo, since=since):
             # A finished occurrence counts what it used. An unfinished one counts its
             # reservation, and what earlier attempts already used (one waiting for a
@@ -601,6 +602,10 @@ class SqlTx:
                     value = spent.get(key)
                     if isinstance(value, int | float) and not isinstance(value, bool):
                         total[key] += int(value)
+                ms = spent.get("wall_clock_ms")  # exact where kept, so short runs add up
+                if isinstance(ms, int) and not isinstance(ms, bool):
+                    exact_ms += ms - int(spent.get("wall_clock_seconds", 0)) * 1000
+        total["wall_clock_seconds"] += exact_ms // 1000
         return total
 
     def set_loop_counters(

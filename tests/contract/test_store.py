@@ -546,6 +546,26 @@ def test_claims_take_the_oldest_queued_run(open_store: Factory) -> None:
     assert (second.run_id, second.lease_owner, second.attempts) == ("run-2", "w2", 1)
 
 
+def test_claims_pass_over_the_runs_of_a_paused_loop(open_store: Factory) -> None:
+    """A paused loop's queued runs are not claimed (older or not) and stay queued; runs
+    of other loops, and of no loop, are; once resumed, the held run is claimed."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event())
+        tx.set_loop_enabled("nightly", True, at(0), at(0))
+        tx.set_paused("nightly", True, "breaker", "schedule", at(0))
+        tx.insert_run(run("k-1", "run-held", "nightly", created=at(1)))
+        tx.insert_run(run("k-2", "run-other", "hourly", created=at(2)))
+        tx.insert_run(run("k-3", "run-free", created=at(3)))
+        claimed = [tx.claim_next_run("w1", at(30)) for _ in range(3)]
+        assert [c.run_id if c else None for c in claimed] == ["run-other", "run-free", None]
+        held = tx.get_run("run-held")
+        assert held is not None and held.state == "queued"
+        tx.set_paused("nightly", False, "", None, at(4))
+        resumed = tx.claim_next_run("w1", at(30))
+    assert resumed is not None and resumed.run_id == "run-held"
+
+
 def test_lease_steps_belong_to_the_holder(open_store: Factory) -> None:
     """Only the lease holder heartbeats (while claimed or running), starts (from claimed)
     and finishes a run; the result comes back as it was recorded."""
@@ -1387,6 +1407,35 @@ def test_budget_usage_sums_used_once_finished_else_reserved(open_store: Factory)
         assert tx.budget_usage("repair", None, at(0)) == {"runs": 2, "wall_clock_seconds": 0}
         assert tx.budget_usage("weekly", "bj29", at(0)) == {"runs": 0, "wall_clock_seconds": 0}
         assert tx.budget_usage("repair", "bj29", at(5)) == {"runs": 0, "wall_clock_seconds": 0}
+
+
+def test_budget_usage_adds_up_the_milliseconds_of_short_runs(open_store: Factory) -> None:
+    """Wall clock kept to the millisecond (`wall_clock_ms`) is summed exactly, so
+    sub-second runs add up to whole seconds; a record with whole seconds only (written
+    before milliseconds were kept) counts its seconds."""
+    store = open_store()
+    with store.write() as tx:
+        short = [
+            occurrence(
+                f"e-{n}",
+                created=at(1),
+                used={"runs": 1, "wall_clock_seconds": 0, "wall_clock_ms": 400},
+                finished_at=at(2),
+            )
+            for n in range(5)
+        ]
+        older = occurrence(
+            "e-old", created=at(1), used={"runs": 1, "wall_clock_seconds": 3}, finished_at=at(2)
+        )
+        both = occurrence(
+            "e-both",
+            created=at(1),
+            used={"runs": 2, "wall_clock_seconds": 1, "wall_clock_ms": 1900},
+            finished_at=at(2),
+        )
+        opened(tx, *short, older, both)
+    with store.read() as tx:  # 5 x 0.4 s + 3 s + 1.9 s = 6.9 s: 6 whole seconds
+        assert tx.budget_usage("repair", "bj29", at(0)) == {"runs": 8, "wall_clock_seconds": 6}
 
 
 def test_loop_counters_are_kept_on_the_loop_state(open_store: Factory) -> None:

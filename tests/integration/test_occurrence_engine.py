@@ -23,7 +23,7 @@ from engine.core.envelope import Envelope
 from engine.core.records import EventRecord, OccurrenceRecord
 from engine.errors import Conflict, Forbidden
 from engine.loading import Paths
-from engine.service import Service
+from engine.service import Execution, Service
 from engine.service.metrics import prometheus
 from engine.worker import adapters_for, work_once
 
@@ -288,6 +288,24 @@ def test_budget_is_reserved_settled_and_exhaustion_is_terminal(world: Any) -> No
     ]
 
 
+def test_short_runs_add_up_on_the_wall_clock(world: Any) -> None:
+    """§11: a run's wall clock is settled to the millisecond, so sub-second runs add up
+    in the day's use instead of costing nothing each."""
+    w = world("budgeted")
+    for h in (10, 11):
+        w.at(hour(h))
+        run = w.service.claim("w1", 60.0)
+        assert run is not None
+        w.service.start(run, "w1")
+        assert w.service.run(run.run_id).state == "running"
+        w.now += timedelta(milliseconds=600)  # the run takes 0.6 s
+        w.service.finish(run, "w1", Execution(result={"outcome": "OK"}))
+    assert [o.used for o in w.occurrences("budgeted")] == [
+        {"runs": 1, "wall_clock_seconds": 0, "wall_clock_ms": 600}
+    ] * 2
+    assert w.service.stats()["budgetUsed24h"]["budgeted"] == {"runs": 2, "wall_clock_seconds": 1}
+
+
 # ---- §12 concurrency, §13 backoff ----------------------------------------------------------
 
 
@@ -413,6 +431,42 @@ def test_the_circuit_breaker_pauses_and_an_operators_cancel_never_counts(world: 
     with w.service.rt.store.read() as tx:
         state = tx.get_loop_state("breaker")
     assert state is not None and (state.paused, state.consecutive_failures) == (False, 1)
+
+
+def test_a_queued_run_waits_while_the_breaker_has_its_loop_paused(world: Any) -> None:
+    """§13: a run queued before the circuit breaker paused its loop is not claimed while
+    the loop stays paused; it waits in the queue and runs once an operator resumes."""
+    w = world("breaker")
+    w.answer("breaker", "FAILED")
+    for h in (10, 11, 12):
+        w.at(hour(h))
+    first, second, third = sorted(w.runs("breaker"), key=lambda r: r.created_at)
+    for _ in (first, second):
+        assert asyncio.run(work_once(w.service, "w1", 60.0)) is not None
+    with w.service.rt.store.read() as tx:
+        state = tx.get_loop_state("breaker")
+    assert state is not None and state.paused and state.paused_by == "schedule"
+    assert asyncio.run(work_once(w.service, "w1", 60.0)) is None  # nothing claimable
+    assert w.service.run(third.run_id).state == "queued"
+    w.answer("breaker", "OK")
+    w.service.resume("breaker", "operator:alice", "fixed it")
+    done = asyncio.run(work_once(w.service, "w1", 60.0))
+    assert done is not None and (done.run_id, done.state) == (third.run_id, "succeeded")
+
+
+def test_an_operator_pause_holds_queued_runs_of_that_loop_only(world: Any) -> None:
+    """An operator's pause holds the loop's queued runs back too; runs of other loops
+    are still claimed, in queue order."""
+    w = world("breaker", "budgeted")
+    w.at(hour(10))
+    (held,) = w.runs("breaker")
+    w.service.pause("breaker", "operator:alice", "investigating")
+    done = asyncio.run(work_once(w.service, "w1", 60.0))
+    assert done is not None and done.loop == "budgeted"
+    assert asyncio.run(work_once(w.service, "w1", 60.0)) is None
+    w.service.resume("breaker", "operator:alice")
+    done = asyncio.run(work_once(w.service, "w1", 60.0))
+    assert done is not None and done.run_id == held.run_id
 
 
 # ---- §14-§16 stop conditions, freeze, dirty workspaces ------------------------------------

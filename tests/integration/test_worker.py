@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import databases
 import pytest
 
 from engine.bootstrap import open_service
@@ -23,7 +25,7 @@ from engine.core.envelope import Envelope
 from engine.core.records import RunRecord
 from engine.errors import Conflict
 from engine.loading import Paths
-from engine.service import Execution, Service
+from engine.service import Execution, Service, executions
 from engine.worker import adapters_for, run_worker, work_once
 
 LEASE = 5.0
@@ -344,7 +346,7 @@ def test_finishing_a_run_the_reaper_took_is_a_conflict(
     requeued run is left as it is."""
     run_id = submit(runtime_service, "test.fake.requested", {}, "fake-late")
     claimed = runtime_service.claim("late", LEASE)
-    assert claimed is not None and runtime_service.start(claimed, "late")
+    assert claimed is not None and runtime_service.start(claimed, "late") == "started"
     later = datetime.now(UTC) + timedelta(hours=1)
     reaper = open_service(str(db), runtime_paths, clock=lambda: later)
     reaper.reap(True, timedelta(hours=24))
@@ -491,3 +493,225 @@ def test_reap_dry_run_changes_nothing(
     }
     assert runtime_service.run(run_id) == claimed
     assert runtime_service.journal(limit=1000) == journal
+
+
+# ---- a run's processes end with the run -----------------------------------------------
+
+
+def spawned(service: Service, run_id: str, within: float = 10) -> int:
+    """Wait until the run's command has started its grandchild; the grandchild's pid."""
+    pid_file = run_dir(service, run_id) / "grandchild.pid"
+    assert eventually(lambda: pid_file.exists() and bool(pid_file.read_text()), within)
+    return int(pid_file.read_text())
+
+
+def no_late_effect(service: Service, run_id: str, grandchild: int) -> None:
+    """The grandchild is gone, so the change it would have made later never lands."""
+    assert eventually(lambda: not alive(grandchild), 5), "the grandchild is still running"
+    assert not (run_dir(service, run_id) / "late-effect").exists()
+
+
+@linux_only
+def test_killing_the_worker_kills_everything_its_command_started(
+    runtime_service: Service, runtime_paths: Paths, db: Path, workers: list[Any]
+) -> None:
+    """SIGKILL to `engine worker` kills its command's whole process group: a grandchild
+    that would have changed something two seconds later never does."""
+    run_id = submit(runtime_service, "test.spawn.requested", {"delay": 2, "linger": 60}, "sp-kill")
+    proc, log = start_worker(runtime_paths, db, workers, "--id", "doomed")
+    command = started_command(runtime_service, run_id, log)
+    grandchild = spawned(runtime_service, run_id)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    no_late_effect(runtime_service, run_id, grandchild)
+    assert eventually(lambda: not alive(command), 1)
+    time.sleep(2.5)  # past the grandchild's delay: nothing landed
+    assert not (run_dir(runtime_service, run_id) / "late-effect").exists()
+
+
+@linux_only
+def test_a_timeout_kills_everything_its_command_started(runtime_service: Service) -> None:
+    """A command past its timeout is killed with its grandchild: the run is timed_out
+    and the grandchild's later change never lands."""
+    payload = {"delay": 2, "linger": 60}
+    run_id = submit(runtime_service, "test.spawn-brief.requested", payload, "sp-timeout")
+    done = run_once(runtime_service)
+    assert (done.run_id, done.state) == (run_id, "timed_out")
+    no_late_effect(runtime_service, run_id, spawned(runtime_service, run_id, 1))
+
+
+@linux_only
+def test_what_a_command_leaves_running_when_it_exits_is_killed(runtime_service: Service) -> None:
+    """A command that exits while a process it started still runs has that process
+    killed with it: the run is recorded, and nothing of it lands afterwards."""
+    run_id = submit(runtime_service, "test.spawn.requested", {"delay": 2, "linger": 0}, "sp-exit")
+    done = run_once(runtime_service)
+    assert (done.run_id, done.state, done.outcome) == (run_id, "succeeded", "OK")
+    no_late_effect(runtime_service, run_id, spawned(runtime_service, run_id, 1))
+
+
+@linux_only
+def test_an_operators_cancel_stops_the_run_within_seconds(
+    runtime_service: Service, db: Path, runtime_paths: Paths
+) -> None:
+    """An operator's cancel (from another process's connection) stops the execution as
+    soon as the worker's once-a-second watch sees it, long before the next heartbeat
+    of a 60 s lease, and kills the command's whole group."""
+    run_id = submit(runtime_service, "test.spawn.requested", {"delay": 3, "linger": 60}, "sp-stop")
+    operator = open_service(str(db), runtime_paths)
+
+    async def scenario() -> RunRecord | None:
+        task = asyncio.create_task(work_once(runtime_service, "w1", 60.0))
+        grandchild = await asyncio.to_thread(spawned, runtime_service, run_id)
+        await asyncio.to_thread(operator.cancel, run_id, "operator:alice", "not now")
+        done = await asyncio.wait_for(task, 10)  # the next heartbeat would be at 20 s
+        await asyncio.to_thread(no_late_effect, runtime_service, run_id, grandchild)
+        return done
+
+    try:
+        done = asyncio.run(scenario())
+    finally:
+        operator.rt.store.close()
+    assert done is not None and (done.run_id, done.state) == (run_id, "cancelled")
+
+
+# ---- a result survives the worker and the database ------------------------------------
+
+
+def hold_write_lock(db: Path) -> sqlite3.Connection:
+    """Another process's writer holding the SQLite database (every write waits)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    return conn
+
+
+def kill_before_recording(
+    service: Service, paths: Paths, db: Path, workers: list[Any], run_id: str
+) -> None:
+    """Start `engine worker --id doomed --lease 2` on the queued run, hold the database
+    while its command runs so the result cannot be recorded, and SIGKILL the worker once
+    the result waits on disk."""
+    proc, log = start_worker(paths, db, workers, "--id", "doomed", "--lease", "2")
+    started_command(service, run_id, log)
+    lock = hold_write_lock(db)
+    try:
+        pending = executions.path(run_dir(service, run_id))
+        assert eventually(pending.exists, 10), log.read_text()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        lock.rollback()
+        lock.close()
+    assert service.run(run_id).state == "running"
+
+
+def recorded_from_disk(service: Service, run_id: str) -> None:
+    """The run was recorded from the file as its command ended: succeeded with its
+    outcome and chain, journaled by `system`, executed once, the file removed."""
+    done = service.run(run_id)
+    assert (done.state, done.outcome, done.error) == ("succeeded", "OK", None)
+    entries = service.journal(entity="run", entity_id=run_id)
+    (finished,) = [e for e in entries if e.action == "finished"]
+    assert finished.actor == "system" and "result file worker:doomed left" in finished.note
+    assert finished.data == {
+        "outcome": "OK",
+        "recordedFrom": executions.PENDING,
+        "worker": "doomed",
+    }
+    assert [e.action for e in entries].count("chained") == 1
+    assert "lease_expired" not in [e.action for e in entries]
+    assert len(list(run_dir(service, run_id).glob("started-*"))) == 1
+    assert not executions.path(run_dir(service, run_id)).exists()
+
+
+def test_the_reaper_records_the_result_a_killed_worker_left(
+    runtime_service: Service, runtime_paths: Paths, db: Path, workers: list[Any]
+) -> None:
+    """A mutating run whose command completed but whose worker was SIGKILLed before it
+    recorded the result is recorded by the lease-expiry policy from the result file
+    (succeeded, chained), not failed as "not re-executed"."""
+    payload = {"seconds": 1}
+    run_id = submit(runtime_service, "test.slow-mutating.requested", payload, "mut-disk")
+    kill_before_recording(runtime_service, runtime_paths, db, workers, run_id)
+    wait_for_lease_expiry(runtime_service, run_id)
+    doc = reap_apply(runtime_paths, db)
+    assert doc["details"]["leases"] == [
+        {"runId": run_id, "to": "succeeded", "worker": "doomed", "recordedFrom": "result file"}
+    ]
+    assert "1 recorded from result files, 0 failed" in doc["summary"]
+    recorded_from_disk(runtime_service, run_id)
+
+
+def test_a_restarted_worker_records_the_result_it_left(
+    runtime_service: Service, runtime_paths: Paths, db: Path, workers: list[Any]
+) -> None:
+    """A worker started again under the same id records the result its killed process
+    left on disk, at once (its lease has not expired yet), instead of failing the run."""
+    payload = {"seconds": 1}
+    run_id = submit(runtime_service, "test.slow-mutating.requested", payload, "mut-again")
+    kill_before_recording(runtime_service, runtime_paths, db, workers, run_id)
+    proc, log = start_worker(runtime_paths, db, workers, "--id", "doomed")
+    assert eventually(lambda: runtime_service.run(run_id).state == "succeeded", 10), log.read_text()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 0
+    recorded_from_disk(runtime_service, run_id)
+    assert "from its result file" in log.read_text()
+
+
+@pytest.fixture
+def own_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[databases.Cluster]:
+    """A PostgreSQL cluster of this test's own, which it may stop and start again (the
+    suite's shared one must stay up). Artifacts go under tmp_path (var/artifacts)."""
+    bindir = databases.server_binaries()
+    if bindir is None:
+        databases.unavailable("initdb/pg_ctl not found (install Debian's postgresql package)")
+    assert bindir is not None
+    monkeypatch.chdir(tmp_path)
+    cluster = databases.Cluster(bindir)
+    try:
+        cluster.start()
+    except (RuntimeError, OSError) as err:
+        cluster.stop()
+        databases.unavailable(f"could not start a cluster: {err}")
+    yield cluster
+    cluster.stop()
+
+
+def test_a_postgresql_restart_loses_no_finished_run(
+    own_cluster: databases.Cluster, runtime_paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three mutating runs execute while the PostgreSQL server goes down and comes back
+    (their commands end while it is away): heartbeats and the finish are retried, so
+    each run is recorded succeeded with its outcome and chained event, executed once."""
+    monkeypatch.setenv("RUNTIME_SCRIPTS", str(RUNTIME_SCRIPTS))
+    service = open_service(own_cluster.url, runtime_paths)
+    ids = [
+        submit(service, "test.slow-mutating.requested", {"seconds": 2}, f"pg-blip-{n}")
+        for n in range(3)
+    ]
+
+    async def scenario() -> list[RunRecord | None]:
+        tasks = [asyncio.create_task(work_once(service, f"w{n}", 3.0)) for n in range(3)]
+        folders = [run_dir(service, i) for i in ids]
+        while not all(list(f.glob("started-*")) for f in folders):
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(own_cluster.halt)
+        await asyncio.sleep(2.5)  # the commands end while the database is away
+        await asyncio.to_thread(own_cluster.serve)
+        return list(await asyncio.wait_for(asyncio.gather(*tasks), 60))
+
+    try:
+        done = asyncio.run(scenario())
+        assert sorted((r.run_id, r.state, r.outcome) for r in done if r is not None) == sorted(
+            (i, "succeeded", "OK") for i in ids
+        )
+        for run_id in ids:
+            entries = service.journal(entity="run", entity_id=run_id)
+            assert [e.action for e in entries].count("chained") == 1
+            assert len(list(run_dir(service, run_id).glob("started-*"))) == 1
+            assert not executions.path(run_dir(service, run_id)).exists()
+    finally:
+        service.rt.store.close()
+
+
+RUNTIME_SCRIPTS = Path(__file__).resolve().parents[1] / "data" / "runtime" / "scripts"

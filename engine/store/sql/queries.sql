@@ -89,7 +89,11 @@ SELECT * FROM runs WHERE (CAST(:state AS TEXT) IS NULL OR state = :state)
 ORDER BY created_at DESC, run_id DESC LIMIT :limit;
 
 -- name: next_queued_run
-SELECT run_id FROM runs WHERE state = 'queued' ORDER BY created_at, run_id LIMIT 1;
+-- The oldest queued run whose loop is not paused: a paused loop's runs wait in the
+-- queue for its resume (an operator's pause or the circuit breaker's alike).
+SELECT run_id FROM runs WHERE state = 'queued'
+  AND NOT EXISTS (SELECT 1 FROM loop_state s WHERE s.loop = runs.loop AND s.paused = 1)
+ORDER BY created_at, run_id LIMIT 1;
 
 -- name: claim_run
 -- Compare-and-set on 'queued': two workers can never both claim one run.

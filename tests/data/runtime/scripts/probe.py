@@ -38,6 +38,21 @@ def sleep() -> None:
     print(json.dumps({"outcome": "OK", "summary": "retried" if retry else "slept"}))
 
 
-{"garbage": garbage, "crash": crash, "forever": forever, "contract": contract, "sleep": sleep}[
-    sys.argv[1]
-]()
+def spawn() -> None:
+    """Start a grandchild of the worker that writes `late-effect` after argv[2] seconds
+    (its pid in `grandchild.pid`), then linger argv[3] seconds and answer OK."""
+    effect = "import pathlib, sys, time; time.sleep(float(sys.argv[1])); " + (
+        "pathlib.Path('late-effect').write_text('landed')"
+    )
+    child = subprocess.Popen([sys.executable, "-c", effect, sys.argv[2]])
+    with open("grandchild.pid", "w") as f:
+        f.write(str(child.pid))
+    with open(f"started-{os.getpid()}", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(int(sys.argv[3]))
+    print(json.dumps({"outcome": "OK", "summary": "spawned"}))
+
+
+MODES = {"garbage": garbage, "crash": crash, "forever": forever, "contract": contract}
+MODES.update(sleep=sleep, spawn=spawn)
+MODES[sys.argv[1]]()
