@@ -376,7 +376,11 @@ def start_worker(
 def started_command(service: Service, run_id: str, log: Path) -> int:
     """Wait until the run's command runs; its pid."""
     folder = run_dir(service, run_id)
-    assert eventually(lambda: bool(list(folder.glob("started-*"))), 10), log.read_text()
+
+    def written() -> bool:  # the marker exists and holds the pid (not half-written)
+        return any(m.read_text().strip().isdigit() for m in folder.glob("started-*"))
+
+    assert eventually(written, 10), log.read_text()
     (marker,) = folder.glob("started-*")
     return int(marker.read_text())
 
