@@ -80,9 +80,7 @@ def _duration(arg: Arg) -> int:
     try:
         return parse_duration(arg.value)
     except DurationError as err:
-        raise _Bad(
-            "E0201", f"unparseable duration: {err}", arg.span, "e.g. 90s, 60m, 4h, 7d"
-        ) from None
+        raise _Bad("E0201", f"bad duration: {err}", arg.span, "e.g. 90s, 60m, 4h, 7d") from None
 
 
 def _count(arg: Arg, what: str, least: int = 1) -> int:
