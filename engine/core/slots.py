@@ -246,7 +246,7 @@ def _interval_pass(
             SkipReason.CATCHUP_NONE if policy.catch_up is CatchUp.NONE else SkipReason.CATCHUP_LAST
         )
         skips.append(SkipRange(first, fire_at - step, older, reason))
-    return Pass((Fire(fire_at, older),), tuple(skips), fire_at)
+    return _firing([fire_at], skips, fire_at)
 
 
 def _all(
@@ -265,8 +265,7 @@ def _all(
         skips.append(SkipRange(first, last_capped, capped, SkipReason.CATCHUP_CAP))
         first = last_capped + step
     count = seq.count(first, newest)
-    fires = tuple(Fire(first + step * i, capped if i == 0 else 0) for i in range(count))
-    return Pass(fires, tuple(skips), newest)
+    return _firing([first + step * i for i in range(count)], skips, newest)
 
 
 def _decide(due: list[datetime], policy: Policy, now: datetime, cursor: datetime | None) -> Pass:
@@ -285,16 +284,23 @@ def _decide(due: list[datetime], policy: Policy, now: datetime, cursor: datetime
         capped = len(due) - policy.cap if policy.cap is not None and len(due) > policy.cap else 0
         if capped:
             skips.append(SkipRange(due[0], due[capped - 1], capped, SkipReason.CATCHUP_CAP))
-        kept = due[capped:]
-        fires = tuple(Fire(s, capped if i == 0 else 0) for i, s in enumerate(kept))
-        return Pass(fires, tuple(skips), due[-1])
+        return _firing(due[capped:], skips, due[-1])
     index = len(due) - 1 if policy.catch_up is CatchUp.NONE or len(due) == 1 else len(due) - 2
     if index:
         reason = (
             SkipReason.CATCHUP_NONE if policy.catch_up is CatchUp.NONE else SkipReason.CATCHUP_LAST
         )
         skips.append(SkipRange(due[0], due[index - 1], index, reason))
-    return Pass((Fire(due[index], index),), tuple(skips), due[index])
+    return _firing([due[index]], skips, due[index])
+
+
+def _firing(slots: list[datetime], skips: list[SkipRange], cursor: datetime) -> Pass:
+    """A pass that fires `slots` in order. Every slot it skipped (too late, beyond the
+    cap, older than the one catch-up fires) is older than its first firing, which counts
+    them all in its `skippedSlots`."""
+    skipped = sum(s.count for s in skips)
+    fires = tuple(Fire(slot, skipped if i == 0 else 0) for i, slot in enumerate(slots))
+    return Pass(fires, tuple(skips), cursor)
 
 
 def skip_all(
