@@ -3,16 +3,18 @@ saving table of docs/scheduling.md."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core.ruleset import CatchUp
+from engine.core.ruleset import CatchUp, Trigger, TriggerKind
 from engine.core.slots import (
     CronSlots,
     IntervalSlots,
+    OneShot,
+    Pass,
     Policy,
     SkipRange,
     SkipReason,
@@ -21,6 +23,8 @@ from engine.core.slots import (
     next_fires,
     pending,
     plan_pass,
+    skip_all,
+    slots_of,
 )
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -200,7 +204,60 @@ def test_cron_slots_strictly_increase_and_floor_agrees(zone: str, expr: str, off
         assert seq.floor(slot) == slot
 
 
-# ---- max-lateness at its boundary, and what skippedSlots counts --------------------------
+# ---- which sequence a trigger fires, pausing, and the exact boundaries ----------------------
+
+
+def test_slots_of_each_trigger_kind() -> None:
+    """Interval, cron and one-shot triggers have slots (the one shot's in UTC); manual and
+    host-clock triggers have none for the scheduler."""
+    at = datetime(2026, 12, 1, 9, tzinfo=timezone(timedelta(hours=1)))
+    assert slots_of(Trigger(TriggerKind.INTERVAL, every_seconds=3600)) == IntervalSlots(3600)
+    cron = Trigger(TriggerKind.CRON, cron="0 9 * * *", timezone="Europe/Budapest")
+    assert slots_of(cron) == CronSlots("0 9 * * *", "Europe/Budapest")
+    one = slots_of(Trigger(TriggerKind.AT, at=at))
+    assert one == OneShot(datetime(2026, 12, 1, 8, tzinfo=UTC))
+    assert one is not None and one.at.tzinfo is UTC
+    assert slots_of(Trigger(TriggerKind.MANUAL)) is None
+    assert slots_of(Trigger(TriggerKind.HOST, every_seconds=3600)) is None
+
+
+def test_pausing_a_cron_loop_skips_each_due_slot_and_moves_the_cursor() -> None:
+    """A paused cron loop fires nothing: its due slots are one paused range, cursor at the last."""
+    seq = CronSlots("0 9 * * 1-5", "Europe/Budapest")
+    since = datetime(2026, 11, 27, 7, tzinfo=UTC)  # Friday 08:00 local
+    result = skip_all(seq, None, since, datetime(2026, 12, 1, 12, tzinfo=UTC), SkipReason.PAUSED)
+    fri, tue = datetime(2026, 11, 27, 8, tzinfo=UTC), datetime(2026, 12, 1, 8, tzinfo=UTC)
+    assert result.fires == ()
+    assert result.skips == (SkipRange(fri, tue, 3, SkipReason.PAUSED),)  # Fri, Mon, Tue
+    assert result.cursor == tue
+    later = skip_all(seq, tue, since, tue + timedelta(hours=1), SkipReason.PAUSED)
+    assert later == Pass((), (), tue)
+
+
+def test_pausing_a_one_shot_loop_skips_its_one_slot_once() -> None:
+    """A paused one shot due now is skipped once; a later pass has nothing left."""
+    at = datetime(2026, 12, 1, 9, tzinfo=UTC)
+    seq, since = OneShot(at), at - timedelta(days=1)
+    before = skip_all(seq, None, since, at - timedelta(seconds=1), SkipReason.PAUSED)
+    assert before == Pass((), (), None)
+    result = skip_all(seq, None, since, at + timedelta(minutes=5), SkipReason.PAUSED)
+    assert result == Pass((), (SkipRange(at, at, 1, SkipReason.PAUSED),), at)
+    assert skip_all(seq, at, since, at + timedelta(days=1), SkipReason.PAUSED) == Pass((), (), at)
+
+
+@pytest.mark.parametrize(
+    "seq",
+    [IntervalSlots(3600), CronSlots("0 * * * *", "Europe/Budapest"), OneShot(BASE)],
+    ids=["interval", "cron", "one-shot"],
+)
+def test_a_loop_enabled_exactly_on_a_slot_fires_that_slot(seq: Slots) -> None:
+    """Enablement at the very instant of a slot makes that slot due, and only from then."""
+    since = BASE  # a slot of every sequence above
+    result = plan_pass(seq, Policy(CatchUp.ALL), None, since, since + timedelta(seconds=1))
+    assert [f.slot for f in result.fires] == [since]
+    assert (
+        plan_pass(seq, Policy(CatchUp.ALL), None, since + timedelta(seconds=1), since).fires == ()
+    )
 
 
 @pytest.mark.parametrize(
