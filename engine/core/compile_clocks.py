@@ -31,9 +31,7 @@ class ClockCompiler(CompilerBase):
                 seconds: int | None = parse_duration(clock.cadence)
             except DurationError as err:
                 seconds = None
-                self.c.error(
-                    "E0201", f"unparseable cadence: {err}", at_cadence, "e.g. 5m, 60m, 24h"
-                )
+                self.c.error("E0201", f"bad cadence: {err}", at_cadence, "e.g. 5m, 60m, 24h")
             loop = loops.get(clock.name)
             bridge = loop if loop is not None and loop.trigger.kind is TriggerKind.HOST else None
             if bridge is not None and known and bridge.event_type != clock.emit:

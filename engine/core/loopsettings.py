@@ -10,11 +10,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from functools import cache
 
-from croniter import croniter
-
 from dsl import expr as ex
 from dsl.diagnostics import Collector, Span, did_you_mean
 from dsl.model import Arg, Setting, TriageDecl, TriageLine
+from engine.core.cron import cron_problem
 from engine.core.durations import DurationError, parse_duration
 from engine.core.ruleset import (
     Approval,
@@ -80,9 +79,7 @@ def _duration(arg: Arg) -> int:
     try:
         return parse_duration(arg.value)
     except DurationError as err:
-        raise _Bad(
-            "E0201", f"unparseable duration: {err}", arg.span, "e.g. 90s, 60m, 4h, 7d"
-        ) from None
+        raise _Bad("E0201", f"bad duration: {err}", arg.span, "e.g. 90s, 60m, 4h, 7d") from None
 
 
 def _count(arg: Arg, what: str, least: int = 1) -> int:
@@ -133,14 +130,10 @@ Problem = tuple[str, str, str]  # code, message, hint
 
 @cache
 def valid_cron(expr: str) -> Problem | None:
-    """None when `expr` is a five-field cron expression, else what is wrong."""
-    if len(expr.split()) != 5 or not croniter.is_valid(expr):
-        return (
-            "E0202",
-            f"bad cron expression '{expr}'",
-            "five fields: minute hour day-of-month month day-of-week",
-        )
-    return None
+    """None when `expr` is a five-field cron(5) expression, else what is wrong. The
+    check is cronsim's, the library that fires it (engine.core.cron)."""
+    problem = cron_problem(expr)
+    return None if problem is None else ("E0202", f"bad cron expression '{expr}'", problem)
 
 
 def valid_zone(zone: str) -> Problem | None:

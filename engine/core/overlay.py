@@ -54,7 +54,7 @@ def _duration(text: str, span: Span, collector: Collector) -> int | None:
     try:
         return parse_duration(text)
     except DurationError as err:
-        collector.error("E0201", f"unparseable duration: {err}", span, "e.g. 90s, 60m, 4h, 7d")
+        collector.error("E0201", f"bad duration: {err}", span, "e.g. 90s, 60m, 4h, 7d")
         return None
 
 

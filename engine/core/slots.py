@@ -5,22 +5,22 @@ firing: for an interval loop the epoch floor of its cadence in UTC, for a cron l
 the scheduled instant (local wall time in the loop's zone, mapped to UTC), for a
 one-shot its instant.
 
-Daylight saving (cron): a wall time that does not exist (spring forward) fires once,
-at the first valid instant after the gap; a wall time that occurs twice (fall back)
-fires once, at its first occurrence."""
+Daylight saving (cron, `engine.core.cron`): a wall-clock job (minute or hour field
+starting with `*`) keeps its real cadence, firing at every instant whose local time
+matches, so a repeated wall time fires twice and a skipped one not at all; a
+fixed-time job fires each wall time once, at its first occurrence, or at the first
+valid minute after a spring-forward gap."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from functools import lru_cache
 from typing import Protocol
-from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
+from engine.core.cron import CronSlots
 from engine.core.ruleset import CatchUp, Loop, Trigger, TriggerKind
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -72,61 +72,6 @@ class OneShot:
 
     def after(self, moment: datetime) -> datetime | None:
         return self.at if self.at > moment else None
-
-
-@dataclass(frozen=True, slots=True)
-class CronSlots:
-    """Cron in an explicit IANA zone, walked in local wall time (see module docs)."""
-
-    expr: str
-    zone: str
-
-    def after(self, moment: datetime) -> datetime:
-        tz = ZoneInfo(self.zone)
-        local = moment.astimezone(tz).replace(tzinfo=None, fold=0)
-        it = croniter(self.expr, local)
-        while True:  # wall times of a fall-back repeat map to earlier instants: skip them
-            wall: datetime = it.get_next(datetime)
-            instant = _instant(wall, tz)
-            if instant > moment:
-                return instant
-
-    def floor(self, moment: datetime) -> datetime | None:
-        tz = ZoneInfo(self.zone)
-        local = moment.astimezone(tz).replace(tzinfo=None, fold=0)
-        # Start past any fall-back repeat (at most 2 h anywhere) and walk back.
-        it = croniter(self.expr, local + timedelta(hours=2))
-        while True:
-            wall: datetime = it.get_prev(datetime)
-            instant = _instant(wall, tz)
-            if instant <= moment:
-                return instant
-
-
-def _instant(wall: datetime, tz: ZoneInfo) -> datetime:
-    """The UTC instant of a local wall time: its first occurrence when ambiguous, the
-    end of the gap when it does not exist."""
-    first = wall.replace(tzinfo=tz, fold=0)
-    as_utc = first.astimezone(UTC)
-    if as_utc.astimezone(tz).replace(tzinfo=None) == wall:
-        return as_utc
-    return _gap_end(wall, tz)
-
-
-@lru_cache(maxsize=256)
-def _gap_end(wall: datetime, tz: ZoneInfo) -> datetime:
-    """The instant a spring-forward gap containing `wall` ends (its next valid time)."""
-    low = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)  # before the transition
-    high = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)  # after it
-    low, high = min(low, high), max(low, high)
-    before = low.astimezone(tz).utcoffset()
-    while high - low > timedelta(seconds=1):
-        mid = low + (high - low) / 2
-        if mid.astimezone(tz).utcoffset() == before:
-            low = mid
-        else:
-            high = mid
-    return high.replace(microsecond=0)
 
 
 def slots_of(trigger: Trigger) -> Slots | None:
@@ -195,8 +140,19 @@ def pending(
     start = since - timedelta(microseconds=1)
     if cursor is not None and cursor > start:
         start = cursor
-    slot = seq.after(start)
-    while slot is not None and slot <= now:
+    for slot in walk(seq, start):
+        if slot > now:
+            return
+        yield slot
+
+
+def walk(seq: Slots, moment: datetime) -> Iterator[datetime]:
+    """Every slot strictly after `moment`, in order (a cron walk keeps one iterator)."""
+    if isinstance(seq, CronSlots):
+        yield from seq.walk(moment)
+        return
+    slot = seq.after(moment)
+    while slot is not None:
         yield slot
         slot = seq.after(slot)
 
@@ -246,7 +202,7 @@ def _interval_pass(
             SkipReason.CATCHUP_NONE if policy.catch_up is CatchUp.NONE else SkipReason.CATCHUP_LAST
         )
         skips.append(SkipRange(first, fire_at - step, older, reason))
-    return Pass((Fire(fire_at, older),), tuple(skips), fire_at)
+    return _firing([fire_at], skips, fire_at)
 
 
 def _all(
@@ -265,8 +221,7 @@ def _all(
         skips.append(SkipRange(first, last_capped, capped, SkipReason.CATCHUP_CAP))
         first = last_capped + step
     count = seq.count(first, newest)
-    fires = tuple(Fire(first + step * i, capped if i == 0 else 0) for i in range(count))
-    return Pass(fires, tuple(skips), newest)
+    return _firing([first + step * i for i in range(count)], skips, newest)
 
 
 def _decide(due: list[datetime], policy: Policy, now: datetime, cursor: datetime | None) -> Pass:
@@ -285,16 +240,23 @@ def _decide(due: list[datetime], policy: Policy, now: datetime, cursor: datetime
         capped = len(due) - policy.cap if policy.cap is not None and len(due) > policy.cap else 0
         if capped:
             skips.append(SkipRange(due[0], due[capped - 1], capped, SkipReason.CATCHUP_CAP))
-        kept = due[capped:]
-        fires = tuple(Fire(s, capped if i == 0 else 0) for i, s in enumerate(kept))
-        return Pass(fires, tuple(skips), due[-1])
+        return _firing(due[capped:], skips, due[-1])
     index = len(due) - 1 if policy.catch_up is CatchUp.NONE or len(due) == 1 else len(due) - 2
     if index:
         reason = (
             SkipReason.CATCHUP_NONE if policy.catch_up is CatchUp.NONE else SkipReason.CATCHUP_LAST
         )
         skips.append(SkipRange(due[0], due[index - 1], index, reason))
-    return Pass((Fire(due[index], index),), tuple(skips), due[index])
+    return _firing([due[index]], skips, due[index])
+
+
+def _firing(slots: list[datetime], skips: list[SkipRange], cursor: datetime) -> Pass:
+    """A pass that fires `slots` in order. Every slot it skipped (too late, beyond the
+    cap, older than the one catch-up fires) is older than its first firing, which counts
+    them all in its `skippedSlots`."""
+    skipped = sum(s.count for s in skips)
+    fires = tuple(Fire(slot, skipped if i == 0 else 0) for i, slot in enumerate(slots))
+    return Pass(fires, tuple(skips), cursor)
 
 
 def skip_all(
@@ -315,10 +277,4 @@ def skip_all(
 
 def next_fires(seq: Slots, after: datetime, count: int = 5) -> list[datetime]:
     """The next `count` slots strictly after `after` (for `engine schedule show`)."""
-    out: list[datetime] = []
-    moment: datetime | None = after
-    while len(out) < count and moment is not None:
-        moment = seq.after(moment)
-        if moment is not None:
-            out.append(moment)
-    return out
+    return list(itertools.islice(walk(seq, after), count))

@@ -139,10 +139,11 @@ class Scheduler:
                 plan_safely(self.rt, tx, row, at, paused=False, state=state)
             if f.skipped:
                 log.info(
-                    "loop %s: fired %s, skipped %d older slot(s)",
+                    "loop %s: fired %s, skipped %d older slot(s) (%s)",
                     loop.name,
                     slot_text(f.slot),
                     f.skipped,
+                    _reasons(result),
                 )
         self._record_skips(tx, loop.name, result, at)
         if result.cursor is not None:
@@ -164,3 +165,8 @@ class Scheduler:
 
     def next_due(self) -> datetime | None:
         return self.heap[0].at if self.heap else None
+
+
+def _reasons(result: Pass) -> str:
+    """`4 too_late, 1 catchup_none`: the pass's skipped slots by reason."""
+    return ", ".join(f"{s.count} {s.reason.value}" for s in result.skips)

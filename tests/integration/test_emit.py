@@ -73,6 +73,16 @@ def test_unreachable_runtime_exits_non_zero() -> None:
     assert done.returncode == 1 and "unreachable" in done.stderr
 
 
+def test_a_cadence_over_a_hundred_years_is_a_usage_error() -> None:
+    """`--every 99999999999d` exits 2 with one line naming the limit, before any post."""
+    bound = ("--loop", "factory-triage", "--every", "99999999999d")
+    done = emit(f"http://127.0.0.1:{free_port()}", "factory.triage.requested", *bound)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: --every: '99999999999d' is too long; a duration is at most 36500d (100 years)"
+    )
+
+
 def test_gate_no_is_an_observed_no_op_and_gate_yes_admits(shipped_serve: Serve) -> None:
     """A gate that exits non-zero admits nothing (exit 0, a log line); one that exits 0 admits."""
     event_id = fresh()

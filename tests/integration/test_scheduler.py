@@ -3,6 +3,7 @@ restarts, two processes, catch-up, enablement and the open-proposal policy."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -102,6 +103,27 @@ def test_six_missed_slots_fire_once_with_five_skipped(
     assert [(s.first_slot, s.last_slot, s.count, s.reason) for s in skips] == [
         ("2026-11-30T11:00:00Z", "2026-11-30T15:00:00Z", 5, "catchup_none")
     ]
+
+
+def test_slots_too_late_to_fire_are_counted_as_skipped(
+    open_engine: Callable[[], Service],
+    clock: Clock,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Slots later than max-lateness did not fire before the tick that fires: its
+    skippedSlots and serve's log line count them with the catch-up skips."""
+    open_engine().pump()
+    clock.at("2026-11-30T10:00:01")
+    open_engine().pump()
+    clock.at("2026-11-30T16:00:05")  # slots 11..16 are due; 11..14 are over 2 h late
+    with caplog.at_level(logging.INFO, logger="engine.scheduler"):
+        open_engine().pump()
+    assert ticks(tmp_path / "e.db", "late")[-1] == ("2026-11-30T16:00:00Z", 5)
+    assert (
+        "loop late: fired 2026-11-30T16:00:00Z, skipped 5 older slot(s) "
+        "(4 too_late, 1 catchup_none)" in caplog.messages
+    )
 
 
 def test_a_newer_slot_supersedes_the_older_open_proposal(

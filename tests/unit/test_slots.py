@@ -3,22 +3,28 @@ saving table of docs/scheduling.md."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core.ruleset import CatchUp
+from engine.core.ruleset import CatchUp, Trigger, TriggerKind
 from engine.core.slots import (
     CronSlots,
     IntervalSlots,
+    OneShot,
+    Pass,
     Policy,
+    SkipRange,
     SkipReason,
+    Slots,
     _decide,
     next_fires,
     pending,
     plan_pass,
+    skip_all,
+    slots_of,
 )
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -196,3 +202,131 @@ def test_cron_slots_strictly_increase_and_floor_agrees(zone: str, expr: str, off
     assert got == sorted(set(got))
     for slot in got:
         assert seq.floor(slot) == slot
+
+
+# ---- which sequence a trigger fires, pausing, and the exact boundaries ----------------------
+
+
+def test_slots_of_each_trigger_kind() -> None:
+    """Interval, cron and one-shot triggers have slots (the one shot's in UTC); manual and
+    host-clock triggers have none for the scheduler."""
+    at = datetime(2026, 12, 1, 9, tzinfo=timezone(timedelta(hours=1)))
+    assert slots_of(Trigger(TriggerKind.INTERVAL, every_seconds=3600)) == IntervalSlots(3600)
+    cron = Trigger(TriggerKind.CRON, cron="0 9 * * *", timezone="Europe/Budapest")
+    assert slots_of(cron) == CronSlots("0 9 * * *", "Europe/Budapest")
+    one = slots_of(Trigger(TriggerKind.AT, at=at))
+    assert one == OneShot(datetime(2026, 12, 1, 8, tzinfo=UTC))
+    assert one is not None and one.at.tzinfo is UTC
+    assert slots_of(Trigger(TriggerKind.MANUAL)) is None
+    assert slots_of(Trigger(TriggerKind.HOST, every_seconds=3600)) is None
+
+
+def test_pausing_a_cron_loop_skips_each_due_slot_and_moves_the_cursor() -> None:
+    """A paused cron loop fires nothing: its due slots are one paused range, cursor at the last."""
+    seq = CronSlots("0 9 * * 1-5", "Europe/Budapest")
+    since = datetime(2026, 11, 27, 7, tzinfo=UTC)  # Friday 08:00 local
+    result = skip_all(seq, None, since, datetime(2026, 12, 1, 12, tzinfo=UTC), SkipReason.PAUSED)
+    fri, tue = datetime(2026, 11, 27, 8, tzinfo=UTC), datetime(2026, 12, 1, 8, tzinfo=UTC)
+    assert result.fires == ()
+    assert result.skips == (SkipRange(fri, tue, 3, SkipReason.PAUSED),)  # Fri, Mon, Tue
+    assert result.cursor == tue
+    later = skip_all(seq, tue, since, tue + timedelta(hours=1), SkipReason.PAUSED)
+    assert later == Pass((), (), tue)
+
+
+def test_pausing_a_one_shot_loop_skips_its_one_slot_once() -> None:
+    """A paused one shot due now is skipped once; a later pass has nothing left."""
+    at = datetime(2026, 12, 1, 9, tzinfo=UTC)
+    seq, since = OneShot(at), at - timedelta(days=1)
+    before = skip_all(seq, None, since, at - timedelta(seconds=1), SkipReason.PAUSED)
+    assert before == Pass((), (), None)
+    result = skip_all(seq, None, since, at + timedelta(minutes=5), SkipReason.PAUSED)
+    assert result == Pass((), (SkipRange(at, at, 1, SkipReason.PAUSED),), at)
+    assert skip_all(seq, at, since, at + timedelta(days=1), SkipReason.PAUSED) == Pass((), (), at)
+
+
+@pytest.mark.parametrize(
+    "seq",
+    [IntervalSlots(3600), CronSlots("0 * * * *", "Europe/Budapest"), OneShot(BASE)],
+    ids=["interval", "cron", "one-shot"],
+)
+def test_a_loop_enabled_exactly_on_a_slot_fires_that_slot(seq: Slots) -> None:
+    """Enablement at the very instant of a slot makes that slot due, and only from then."""
+    since = BASE  # a slot of every sequence above
+    result = plan_pass(seq, Policy(CatchUp.ALL), None, since, since + timedelta(seconds=1))
+    assert [f.slot for f in result.fires] == [since]
+    assert (
+        plan_pass(seq, Policy(CatchUp.ALL), None, since + timedelta(seconds=1), since).fires == ()
+    )
+
+
+@pytest.mark.parametrize(
+    "seq",
+    [IntervalSlots(3600), CronSlots("0 * * * *", "UTC")],
+    ids=["interval", "cron"],
+)
+def test_max_lateness_ending_exactly_on_a_slot_lets_it_fire(seq: Slots) -> None:
+    """A slot exactly max-lateness old still fires; the one before it is too late, and the
+    tick counts it in skippedSlots."""
+    now = BASE + timedelta(hours=5)
+    policy = Policy(CatchUp.ALL, None, timedelta(hours=2))
+    result = plan_pass(seq, policy, BASE, BASE - timedelta(days=1), now)
+    assert [f.slot.hour for f in result.fires] == [3, 4, 5]
+    assert [(s.count, s.reason) for s in result.skips] == [(2, SkipReason.TOO_LATE)]
+    assert result.fires[0].skipped == 2
+
+
+@pytest.mark.parametrize("catch_up", list(CatchUp))
+def test_too_late_slots_count_in_the_fired_ticks_skipped_slots(catch_up: CatchUp) -> None:
+    """Slots skipped as too late did not fire before the tick that fires: under every
+    policy its skippedSlots counts them with the catch-up skips."""
+    seq, since, cursor = _hourly_since_20h()
+    now = datetime(2026, 11, 30, 3, 5, tzinfo=UTC)  # 22:00..03:00 due; 22..00 over 2h late
+    result = plan_pass(
+        seq, Policy(catch_up, None, timedelta(hours=2, minutes=30)), cursor, since, now
+    )
+    assert result.fires[0].skipped == sum(s.count for s in result.skips) >= 3
+    assert result.skips[0] == SkipRange(
+        datetime(2026, 11, 29, 22, tzinfo=UTC),
+        datetime(2026, 11, 30, 0, tzinfo=UTC),
+        3,
+        SkipReason.TOO_LATE,
+    )
+
+
+@settings(max_examples=300)
+@given(
+    cadences.filter(lambda e: e <= 86400),
+    st.sampled_from(list(CatchUp)),
+    st.none() | st.integers(1, 20),
+    st.integers(0, 400 * 24),  # since: a slot, counted in cadences from BASE
+    st.integers(0, 60),  # slots from since to the cursor (0: no cursor)
+    st.integers(0, 60),  # slots from the cursor (or since) to now
+    st.sampled_from([0, 1, 17]),  # now: on a slot, or just past it
+    st.none() | st.integers(0, 40),  # max-lateness in whole cadences, ending on a slot
+)
+def test_slot_boundaries_plan_as_the_general_rules_do(
+    every: int,
+    catch_up: CatchUp,
+    cap: int | None,
+    start: int,
+    ahead: int,
+    behind: int,
+    past: int,
+    late: int | None,
+) -> None:
+    """Enablement on a slot, now on a slot and max-lateness ending on a slot: the interval
+    arithmetic decides what the general rules decide, and the first fire counts every
+    skipped slot of the pass."""
+    step = timedelta(seconds=every)
+    seq = IntervalSlots(every)
+    since = seq.floor(BASE) + step * start
+    cursor = since + step * (ahead - 1) if ahead else None
+    now = (cursor or since) + step * behind + timedelta(seconds=past)
+    lateness = None if late is None else step * late + timedelta(seconds=past)
+    policy = Policy(catch_up, cap, lateness)
+    fast = plan_pass(seq, policy, cursor, since, now)
+    assert fast == _decide(list(pending(seq, cursor, since, now)), policy, now, cursor)
+    if fast.fires:
+        assert fast.fires[0].skipped == sum(s.count for s in fast.skips)
+        assert all(f.skipped == 0 for f in fast.fires[1:])
