@@ -212,7 +212,7 @@ async def _finish(
             RECORD_SECONDS,
         )
     except Conflict:
-        return await _finished_elsewhere(service, worker_id, run, run_dir)
+        return await _finished_elsewhere(service, worker_id, run, run_dir, execution, ended)
     except Exception as err:
         if not transient(err):
             raise
@@ -238,20 +238,36 @@ async def _finish(
 
 
 async def _finished_elsewhere(
-    service: Service, worker_id: str, run: RunRecord, run_dir: Path
+    service: Service,
+    worker_id: str,
+    run: RunRecord,
+    run_dir: Path,
+    execution: Execution,
+    ended: str,
 ) -> RunRecord:
     """The lease moved on before the result was recorded: by the reaper (from the result
-    file, or by its policy), or by a commit whose answer the database never sent."""
+    file, or by its policy), or by a commit whose answer the database never sent. When
+    the run was not recorded with this result, the journal still learns what the
+    execution came to (`late_result`)."""
     now = await retrying(lambda: service.run(run.run_id), f"reading run {run.run_id}", 30)
-    if now.state not in LEASED:
-        await asyncio.to_thread(executions.drop, run_dir)
     if now.finished_at is not None and now.result is not None:
+        if now.state not in LEASED:
+            await asyncio.to_thread(executions.drop, run_dir)
         log.info("worker %s: run %s was recorded %s", worker_id, run.run_id, now.state)
         return now
+    await retrying(
+        lambda: service.late_result(run, worker_id, execution, ended),
+        f"journaling the late result of run {run.run_id}",
+        30,
+    )
+    if now.state not in LEASED:
+        await asyncio.to_thread(executions.drop, run_dir)
     log.warning(
-        "worker %s: lost the lease of run %s before it finished; the result is dropped",
+        "worker %s: lost the lease of run %s before it finished (it is %s); what the "
+        "execution came to is journaled as late_result",
         worker_id,
         run.run_id,
+        now.state,
     )
     return now
 

@@ -141,6 +141,9 @@ class Service:
     ) -> RunRecord:
         return runs.finish(self.rt, run, worker, execution, at)
 
+    def late_result(self, run: RunRecord, worker: str, execution: Execution, at: str) -> None:
+        runs.late_result(self.rt, run, worker, execution, at)
+
     def record_pending(self, worker: str) -> list[RunRecord]:
         """Record results an earlier process of `worker`, or a worker whose lease
         expired, left on disk."""

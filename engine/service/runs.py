@@ -185,6 +185,29 @@ def finish(
         return done
 
 
+def late_result(rt: Runtime, run: RunRecord, worker: str, ex: Execution, at: str) -> None:
+    """Journal what an execution came to when its worker could not record it because
+    the lease had moved on (the reaper took the run while the worker was alive but slow:
+    frozen, or cut off from the database). The run keeps the state the lease policy gave
+    it; the journal says the command ran, so a person looking at a failed mutating run
+    knows it did its work (`late_result`, actor `worker:<id>`)."""
+    outcome = ex.result.get("outcome") if ex.result is not None else None
+    what = f"outcome {outcome}" if outcome is not None else (ex.error or "no result")
+    with rt.store.write(exclusive=False) as tx:  # an append to the journal only
+        current = tx.get_run(run.run_id)
+        state = current.state if current is not None else "gone"
+        rt.journal(
+            tx,
+            "run",
+            run.run_id,
+            "late_result",
+            f"worker:{worker}",
+            note=f"the execution ended ({what}) after the lease was lost; the run stays {state}",
+            at=at,
+            data={"outcome": outcome, "error": ex.error, "attempt": run.attempts},
+        )
+
+
 def record(
     rt: Runtime,
     tx: Tx,

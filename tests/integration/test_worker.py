@@ -358,6 +358,37 @@ def test_finishing_a_run_the_reaper_took_is_a_conflict(
     assert requeued.state == "queued"
 
 
+class ReapedMidRun:
+    """An adapter whose run is taken by the reaper while it executes (its worker looks
+    dead: frozen, or cut off from the database), then ends OK."""
+
+    def __init__(self, db: Path, paths: Paths) -> None:
+        self.db, self.paths = db, paths
+
+    async def execute(self, job: Any) -> Execution:
+        later = datetime.now(UTC) + timedelta(hours=1)
+        reaper = open_service(str(self.db), self.paths, clock=lambda: later)
+        reaper.reap(True, timedelta(hours=24))
+        reaper.rt.store.close()
+        return Execution(result={"outcome": "OK", "summary": "done after all"})
+
+
+def test_a_result_the_lease_outlived_is_journaled_late(
+    runtime_service: Service, db: Path, runtime_paths: Paths
+) -> None:
+    """When the reaper took a run whose worker was alive, the worker cannot record its
+    result, but the journal says what the execution came to (`late_result`, outcome OK,
+    actor the worker), so a person looking at the run knows the work was done."""
+    run_id = submit(runtime_service, "test.fake.requested", {}, "fake-reaped")
+    adapters = adapters_for(str(db), runtime_paths, {"fake": ReapedMidRun(db, runtime_paths)})
+    done = asyncio.run(work_once(runtime_service, "slow", LEASE, adapters))
+    assert done is not None and done.state == "queued"  # read-only: requeued by the policy
+    late = [e for e in runtime_service.journal(1000, 0, "run", run_id) if e.action == "late_result"]
+    assert [(e.actor, e.data["outcome"]) for e in late] == [("worker:slow", "OK")]
+    assert "after the lease was lost; the run stays queued" in late[0].note
+    assert not executions.path(run_dir(runtime_service, run_id)).exists()
+
+
 # ---- a worker killed mid-run -------------------------------------------------------------
 
 
