@@ -23,7 +23,7 @@ from pathlib import Path
 from engine.adapters import Adapter, Adapters, CommandAdapter, Job
 from engine.bootstrap import URL_ENV, is_database_url
 from engine.core.records import RunRecord
-from engine.errors import Conflict
+from engine.errors import Conflict, Unavailable
 from engine.loading import Paths, path_environment
 from engine.service import Execution, Service
 from engine.service.runs import definition_of
@@ -72,6 +72,9 @@ async def run_worker(
             run = await work_once(service, worker_id, lease_seconds, adapters)
         # A failed pass (a busy database, a broken record) must not end a long-running
         # worker: it is logged, and any lease it held expires into the reaper's hands.
+        except Unavailable as err:  # a busy or unwritable store: one line, no traceback
+            log.warning("worker %s: %s; retrying in %ss", worker_id, err.message, poll_seconds)
+            run = None
         except Exception:
             log.exception("worker %s: a pass failed", worker_id)
             run = None

@@ -7,6 +7,8 @@ import re
 from functools import cache
 from importlib import resources
 
+from engine.errors import SchemaTooNew
+
 _NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 
 
@@ -40,3 +42,13 @@ def migrations(dialect: str) -> list[tuple[int, str]]:
         if match:
             found.append((int(match.group(1)), entry.read_text("utf-8")))
     return sorted(found)
+
+
+def newer_schema(what: str, version: int, newest: int) -> SchemaTooNew:
+    """The refusal of a database migrated by a newer engine (as Flyway and Alembic
+    refuse a version they do not know): nothing is read or written."""
+    return SchemaTooNew(
+        f"the database {what} has schema version {version}, newer than this engine "
+        f"knows (up to {newest}): it was migrated by a newer engine; run that engine, "
+        "or restore a backup made for this one"
+    )
