@@ -212,7 +212,7 @@ CASES = [
     Case("db-is-a-directory", db_is_a_directory, 2, commands=DATABASE_COMMANDS),
     Case("db-unreadable", db_unreadable, 2, commands=DATABASE_COMMANDS),
     Case("db-directory-not-writable", db_directory_not_writable, 2, commands=("serve", "worker")),
-    Case("db-read-only", db_read_only, 2, commands=DATABASE_COMMANDS),
+    Case("db-read-only", db_read_only, 2, commands=("serve", "worker")),
     Case("db-of-a-newer-engine", db_of_a_newer_engine, 2, commands=DATABASE_COMMANDS),
     Case("url-with-unknown-option", url_with_unknown_option, 2, commands=DATABASE_COMMANDS),
     Case("url-malformed-with-password", url_malformed, 2, commands=DATABASE_COMMANDS),
@@ -315,3 +315,14 @@ def test_a_broken_configuration_is_one_line_and_its_exit_code(case: Case, tmp_pa
             located = [ln for ln in result.stderr.splitlines() if ": error[E" in ln]
             assert located and all(ln.split(":")[1].isdigit() for ln in located), where
             assert len(errors) == (1 if command == "check" else 0), where
+
+
+def test_a_read_only_database_is_still_listed(tmp_path: Path) -> None:
+    """A database this user may read but not write refuses serve and worker (above),
+    but the listing commands, which only read, still show it."""
+    setup = fresh(tmp_path)
+    db_read_only(setup)
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: a file mode denies root nothing")
+    result = run_all(setup, ("runs",))["runs"]
+    assert (result.returncode, result.stdout, result.stderr) == (0, "no runs\n", "")
