@@ -43,7 +43,7 @@ from engine.store.limits import (
     Limits,
     milliseconds,
 )
-from engine.store.queries import migrations, newer_schema
+from engine.store.queries import check_versions, migrations
 from engine.store.sqltx import SqlTx
 
 # The advisory lock key that serialises writers ("engine" in ASCII), and the one that
@@ -228,8 +228,7 @@ class PostgresStore:
             cur.execute("SELECT version FROM schema_migrations")
             done = {row["version"] for row in cur.fetchall()}
             newest = max(v for v, _ in known)
-            if done and max(done) > newest:
-                raise newer_schema(self._what, max(done), newest)
+            check_versions(self._what, done, newest)
             for version, sql in known:
                 if version in done:
                     continue

@@ -7,7 +7,7 @@ import re
 from functools import cache
 from importlib import resources
 
-from engine.errors import SchemaTooNew
+from engine.errors import ConfigError, SchemaTooNew
 
 _NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 
@@ -52,3 +52,17 @@ def newer_schema(what: str, version: int, newest: int) -> SchemaTooNew:
         f"knows (up to {newest}): it was migrated by a newer engine; run that engine, "
         "or restore a backup made for this one"
     )
+
+
+def check_versions(what: str, done: set[object], newest: int) -> None:
+    """Refuse a database whose `schema_migrations` another tool wrote (versions that
+    are not the engine's whole numbers: ConfigError) or a newer engine migrated
+    (SchemaTooNew), before anything is written to it."""
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in done):
+        raise ConfigError(
+            f"the database {what} has a schema_migrations table the engine did not write "
+            "(its versions are not whole numbers): give the engine a database of its own"
+        )
+    versions = {v for v in done if isinstance(v, int)}
+    if versions and max(versions) > newest:
+        raise newer_schema(what, max(versions), newest)

@@ -27,7 +27,7 @@ from pathlib import Path
 from engine.errors import Busy, ConfigError, Unavailable
 from engine.store.health import PROBE, Health, WatchedCursor, unwritable, watched
 from engine.store.limits import Limits, milliseconds
-from engine.store.queries import migrations, newer_schema
+from engine.store.queries import check_versions, migrations
 from engine.store.sqltx import SqlTx
 
 # Marks a SQLite file as an engine database ("eng1" in ASCII).
@@ -126,8 +126,7 @@ class SqliteStore:
                 "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
             done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
-            if done and max(done) > newest:
-                raise newer_schema(str(self.path), max(done), newest)
+            check_versions(str(self.path), done, newest)
             for version, sql in known:
                 if version in done:
                     continue
@@ -148,8 +147,7 @@ class SqliteStore:
             if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
                 return False
             done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
-        if done and max(done) > newest:
-            raise newer_schema(str(self.path), max(done), newest)
+        check_versions(str(self.path), done, newest)
         return {v for v, _ in migrations("sqlite")} <= done
 
     # ---- transactions -------------------------------------------------------------------

@@ -202,6 +202,20 @@ def test_an_empty_database_of_a_newer_engine_gets_no_tables(database: str, opene
     assert table_names(database) == ["schema_migrations"]
 
 
+def test_another_tools_migration_table_is_refused(database: str, opener: Opener) -> None:
+    """A database whose schema_migrations another tool wrote (text versions, as Rails
+    writes them) is a ConfigError, not a traceback, and gets none of the engine's
+    tables."""
+    execute(
+        database,
+        "CREATE TABLE schema_migrations (version TEXT PRIMARY KEY, applied_at TEXT NOT NULL)",
+        "INSERT INTO schema_migrations VALUES ('20240101120000', 'x')",
+    )
+    with pytest.raises(ConfigError, match="did not write"):
+        opener()
+    assert table_names(database) == ["schema_migrations"]
+
+
 def rows(database: str, query: str) -> list[tuple[object, ...]]:
     if database.startswith("postgresql://"):
         with psycopg.connect(database) as conn:
