@@ -51,6 +51,7 @@ CODES: dict[str, str] = {
     "E0604": "duplicate key in an object",
     "E0606": "unknown collection in a for block",
     "E0607": "expression failed while expanding",
+    "E0608": "expression nested too deeply",
     # webhooks
     "E0701": "unknown webhook source",
     # the overlay (config/schedule.yaml)
@@ -62,10 +63,13 @@ CODES: dict[str, str] = {
     "E0805": "invalid host clock entry",
     "E0806": "host clock disagrees with its bridge loop",
     # files
-    "E0900": "rules or registry directory not found",
+    "E0900": "rules, registry or config directory not found",
     "E0901": "invalid YAML",
     "E0902": "invalid registry or configuration entry",
     "E0903": "invalid or missing JSON Schema",
     "E0904": "unknown output contract",
+    "E0905": "file or directory cannot be read",
     "E0906": "duplicate registry entry",
+    "E0907": "file is not UTF-8 text",
+    "E0908": "YAML or JSON nested too deeply",
 }

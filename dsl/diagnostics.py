@@ -38,8 +38,8 @@ class Diagnostic:
         if self.source_line:
             gutter = str(self.span.line)
             pad = " " * len(gutter)
-            text = self.source_line.rstrip("\n").expandtabs(1)
-            caret = " " * max(self.span.column - 1, 0) + "^"
+            text, column = _window(self.source_line.rstrip("\n").expandtabs(1), self.span.column)
+            caret = " " * max(column - 1, 0) + "^"
             lines += [f"{pad} |", f"{gutter} | {text}", f"{pad} | {caret}"]
         if self.hint:
             lines.append(f"  help: {self.hint}")
@@ -55,6 +55,24 @@ class Diagnostic:
             "column": self.span.column,
             "hint": self.hint,
         }
+
+
+# A source line longer than this is shown as the part around the caret.
+WIDE = 120
+
+
+def _window(text: str, column: int) -> tuple[str, int]:
+    """The line (or, when it is wider than WIDE, the part around `column`, with "..."
+    where it was cut) and the caret's column in what is shown."""
+    if len(text) <= WIDE:
+        return text, column
+    start = max(0, min(column - 1 - WIDE // 2, len(text) - WIDE))
+    shown, column = text[start : start + WIDE], column - start
+    if start > 0:
+        shown, column = "..." + shown, column + 3
+    if start + WIDE < len(text):
+        shown += "..."
+    return shown, column
 
 
 class RulesError(Exception):

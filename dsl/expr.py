@@ -95,6 +95,10 @@ class Call:
 Expr: TypeAlias = Literal | Path | Template | ListExpr | ObjectExpr | Not | BoolOp | Compare | Call
 
 
+# How deeply expressions may nest (E0608): far beyond what a rule needs, and well
+# within what evaluating one (a recursive walk) can take.
+MAX_DEPTH = 64
+
 FUNCTIONS = {
     "count": "number of items in a list, keys in an object or characters in a string",
     "lower": "the string in lower case",

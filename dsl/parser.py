@@ -154,8 +154,18 @@ def parse(text: str, path: str) -> m.RuleFile:
         with _PARSE_LOCK:
             lark, builder = _parser()
             builder._file = path
+            builder._depth.clear()
+            builder._start.clear()
+            builder._too_deep.clear()
             parsed: Any = lark.parse(text)  # the inline builder returns a RuleFile
             result: m.RuleFile = parsed
+            for span in builder._too_deep.values():
+                collector.error(
+                    "E0608",
+                    f"expression nested more than {ex.MAX_DEPTH} levels deep",
+                    span,
+                    "split it into simpler conditions (in a webhook table, with `let`)",
+                )
     except _BuildError as err:
         collector.error(err.code, err.message, err.span, err.hint)
     except UnexpectedInput as err:
@@ -228,6 +238,12 @@ class _Builder(Transformer[Token, Any]):
     def __init__(self, path: str) -> None:
         super().__init__()
         self._file = path
+        # The nesting depth of each compound expression built in this parse, by id():
+        # every node stays referenced (by its parent or the parser's stack) until the
+        # parse ends, so an id is never reused within one.
+        self._depth: dict[int, int] = {}
+        self._start: dict[int, Span] = {}  # where each compound expression begins
+        self._too_deep: dict[int, Span] = {}
 
     def _span(self, token: Token) -> Span:
         return Span(self._file, token.line or 1, token.column or 1)
@@ -388,23 +404,38 @@ class _Builder(Transformer[Token, Any]):
         return m.Guard(expr, negate=True)
 
     # ---- expressions ---------------------------------------------------------
+    def _nested(self, node: ex.Expr, children: tuple[ex.Expr, ...]) -> ex.Expr:
+        """`node`, its depth (one more than its deepest child's) and where it begins
+        recorded; a node deeper than MAX_DEPTH is kept for E0608 (at where it begins)
+        unless a deeper one encloses it."""
+        depth = 1 + max((self._depth.get(id(c), 1) for c in children), default=0)
+        starts = [node.span, *(self._start.get(id(c), c.span) for c in children)]
+        self._depth[id(node)] = depth
+        self._start[id(node)] = min(starts, key=lambda span: (span.line, span.column))
+        if depth > ex.MAX_DEPTH:  # reported where the outermost such node starts
+            for child in children:
+                self._too_deep.pop(id(child), None)
+            self._too_deep[id(node)] = self._start[id(node)]
+        return node
+
     def or_expr(self, *operands: ex.Expr) -> ex.Expr:
-        return ex.BoolOp("or", operands, operands[0].span)
+        return self._nested(ex.BoolOp("or", operands, operands[0].span), operands)
 
     def and_expr(self, *operands: ex.Expr) -> ex.Expr:
-        return ex.BoolOp("and", operands, operands[0].span)
+        return self._nested(ex.BoolOp("and", operands, operands[0].span), operands)
 
     def not_(self, token: Token, operand: ex.Expr) -> ex.Expr:
-        return ex.Not(operand, self._span(token))
+        return self._nested(ex.Not(operand, self._span(token)), (operand,))
 
     def compare(self, left: ex.Expr, op: Token, right: ex.Expr) -> ex.Expr:
-        return ex.Compare(str(op), left, right, self._span(op))
+        return self._nested(ex.Compare(str(op), left, right, self._span(op)), (left, right))
 
     def in_(self, left: ex.Expr, right: ex.Expr) -> ex.Expr:
-        return ex.Compare("in", left, right, self._span_of(left))
+        return self._nested(ex.Compare("in", left, right, self._span_of(left)), (left, right))
 
     def not_in(self, left: ex.Expr, _not: Token, right: ex.Expr) -> ex.Expr:
-        return ex.Compare("not in", left, right, self._span_of(left))
+        node = ex.Compare("not in", left, right, self._span_of(left))
+        return self._nested(node, (left, right))
 
     def _span_of(self, node: ex.Expr) -> Span:
         return node.span
@@ -437,7 +468,7 @@ class _Builder(Transformer[Token, Any]):
 
     def list(self, bracket: Token, *items: ex.Expr | None) -> ex.Expr:
         kept = tuple(i for i in items if i is not None)
-        return ex.ListExpr(kept, self._span(bracket))
+        return self._nested(ex.ListExpr(kept, self._span(bracket)), kept)
 
     def object(self, brace: Token, *pairs: tuple[str, ex.Expr, Span] | None) -> ex.Expr:
         seen: set[str] = set()
@@ -450,7 +481,8 @@ class _Builder(Transformer[Token, Any]):
                 raise _BuildError("E0604", f"key '{key}' appears twice in this object", span)
             seen.add(key)
             kept.append((key, value))
-        return ex.ObjectExpr(tuple(kept), self._span(brace))
+        node = ex.ObjectExpr(tuple(kept), self._span(brace))
+        return self._nested(node, tuple(value for _, value in kept))
 
     def pair(self, key: Token, value: ex.Expr) -> tuple[str, ex.Expr, Span]:
         name = _unquote(key) if key.type == "STRING" else str(key)
@@ -461,7 +493,8 @@ class _Builder(Transformer[Token, Any]):
         if str(name) not in ex.FUNCTIONS:
             known = ", ".join(sorted(ex.FUNCTIONS))
             raise _BuildError("E0603", f"unknown function '{name}'", span, f"functions: {known}")
-        return ex.Call(str(name), tuple(a for a in args if a is not None), span)
+        kept = tuple(a for a in args if a is not None)
+        return self._nested(ex.Call(str(name), kept, span), kept)
 
 
 __all__ = ["RulesError", "parse"]

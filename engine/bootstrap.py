@@ -12,6 +12,7 @@ from engine.errors import BadRequest
 from engine.loading import Paths, load_rules
 from engine.service import Runtime, Service
 from engine.service.context import NOW_ENV, Clock, clock_from_env
+from engine.store.limits import Limits
 from engine.store.ports import Store
 
 DEFAULT_DB = Path("var/engine.db")
@@ -23,12 +24,22 @@ def database_path(cli_value: str | None) -> str:
     PostgreSQL URL given on the command line must not carry a password (every process
     listing shows it): BadRequest; put it in ENGINE_DATABASE_URL, PGPASSWORD or
     ~/.pgpass instead."""
-    if cli_value and is_database_url(cli_value) and urlsplit(cli_value).password is not None:
+    if cli_value and is_database_url(cli_value) and _has_password(cli_value):
         raise BadRequest(
             "--db carries a password, which every process listing shows; "
             f"set {URL_ENV} (or PGPASSWORD, or ~/.pgpass) instead"
         )
     return cli_value or os.environ.get(URL_ENV) or os.environ.get("ENGINE_DB") or str(DEFAULT_DB)
+
+
+def _has_password(url: str) -> bool:
+    """Whether a URL carries a password (a malformed one is asked of libpq's rules:
+    anything between the user and the last '@')."""
+    try:
+        return urlsplit(url).password is not None
+    except ValueError:
+        user_part = url.partition("://")[2].rpartition("@")[0]
+        return ":" in user_part or "password=" in url.lower()
 
 
 def is_database_url(db: str) -> bool:
@@ -37,20 +48,28 @@ def is_database_url(db: str) -> bool:
 
 
 def database_exists(db: str) -> bool:
-    """Whether `db` names a database already there: a SQLite file that exists (or
-    :memory:); a server database is taken as there (connecting tells)."""
-    return db == ":memory:" or is_database_url(db) or Path(db).is_file()
+    """Whether `db` names a database already there: anything at that path (or
+    :memory:), so that opening it says what is wrong with what is there (a directory,
+    a file of another kind); a server database is taken as there (connecting tells)."""
+    return db == ":memory:" or is_database_url(db) or os.path.lexists(db)
 
 
-def open_store(db: str) -> Store:
-    """PostgreSQL for a URL, else the SQLite file at `db` (created when missing)."""
+def open_store(db: str, limits: Limits | None = None, probe: bool = True) -> Store:
+    """PostgreSQL for a URL, else the SQLite file at `db` (created when missing),
+    migrated and, with `probe`, written once: ConfigError (exit 2) for a database the
+    engine cannot use, SchemaTooNew for one migrated by a newer engine,
+    StoreUnwritable for one that cannot be written, Unavailable for a server that
+    cannot be reached. A command that mostly reads passes probe=False: it then opens
+    an up-to-date database without waiting for the writer lock. The time bounds come
+    from the environment (`engine.store.limits`) unless given."""
+    limits = limits or Limits.from_env(os.environ)
     if is_database_url(db):
         from engine.store.postgres import PostgresStore  # psycopg only when it is used
 
-        return PostgresStore(db)
+        return PostgresStore(db, limits, probe)
     from engine.store.sqlite import SqliteStore
 
-    return SqliteStore(db)
+    return SqliteStore(db, limits, probe)
 
 
 def artifacts_dir(db: str) -> Path:
@@ -61,12 +80,13 @@ def artifacts_dir(db: str) -> Path:
     return Path(db).resolve().parent / "artifacts"
 
 
-def open_service(db: str, paths: Paths, clock: Clock | None = None) -> Service:
+def open_service(db: str, paths: Paths, clock: Clock | None = None, probe: bool = True) -> Service:
     """Load and compile the rules (RulesError when they are invalid: fail closed), open
-    the store and migrate it. The clock defaults to the system's, or ENGINE_NOW's."""
+    the store and migrate it (`probe`: see `open_store`). The clock defaults to the
+    system's, or ENGINE_NOW's."""
     clock = clock or clock_from_env(os.environ.get(NOW_ENV))
     rules = load_rules(paths)
-    store = open_store(db)
+    store = open_store(db, probe=probe)
     artifacts = artifacts_dir(db)
     runtime = Runtime(
         store=store,

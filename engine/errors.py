@@ -72,6 +72,46 @@ class Unprocessable(EngineError):
 
 
 class Unavailable(EngineError):
-    """The runtime is not reachable (CLI talking to serve)."""
+    """Not now: the runtime is not reachable (CLI talking to serve), or its database
+    cannot take the request at the moment. A retry may succeed (exit 1); over HTTP a
+    503 whose `details.reason` says why."""
 
     status, exit_code, code = 503, 1, "unavailable"
+    reason: str | None = None  # the default `details.reason` of a subclass
+
+    def __init__(self, message: str, **details: Any) -> None:
+        if self.reason is not None:
+            details.setdefault("reason", self.reason)
+        super().__init__(message, **details)
+
+
+class Busy(Unavailable):
+    """A lock wait or a statement ran out of time: another process (or another thread
+    of this one) holds the database's writer lock, perhaps frozen."""
+
+    reason = "database_busy"
+
+
+class StoreUnwritable(Unavailable):
+    """The database refuses writes: `reason` is `read_only` (the file or the server
+    is read-only: a configuration to fix, exit 2), `disk_full` or `io_error`."""
+
+    def __init__(self, message: str, reason: str, **details: Any) -> None:
+        super().__init__(message, reason=reason, **details)
+        if reason == "read_only":
+            self.exit_code = 2
+
+
+class ConfigError(EngineError):
+    """A configuration the engine cannot use and a restart will not fix (exit 2): a
+    database that is not the engine's, a malformed database URL, an unreadable file,
+    a bad setting. The message names the file or the setting, never a secret."""
+
+    status, exit_code, code = 500, 2, "configuration_error"
+
+
+class SchemaTooNew(ConfigError):
+    """The database was migrated by a newer engine: its schema version is one this
+    engine does not know, so it refuses to read or write it."""
+
+    code = "schema_too_new"

@@ -24,20 +24,28 @@ from ruamel.yaml.error import MarkedYAMLError
 from dsl.diagnostics import Collector, RulesError, Span, did_you_mean
 from dsl.model import RuleFile
 from dsl.parser import parse
+from engine import files
 from engine.core.compiler import compile_rules, compile_with_clocks
 from engine.core.config import REPO_NAME_PATTERN, HostClock, HostTimer, OverlayEntry, RepoEntry
 from engine.core.inputs import Located, Tree
 from engine.core.registry import Definition, EventType
 from engine.core.ruleset import RuleSet
+from engine.files import display as display
+from engine.files import json_too_deep, not_a_file, read_text, too_deep, yaml_too_deep
 
 M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
 class Paths:
+    """Where the rules, the registry and the instance configuration are. A config
+    directory that was asked for (`config_given`: by --config or ENGINE_CONFIG) must
+    exist; the default one may be absent (no repos, no overlay)."""
+
     rules: Path
     registry: Path
     config: Path
+    config_given: bool = False
 
 
 def project_root() -> Path:
@@ -71,27 +79,20 @@ def path_environment(paths: Paths) -> dict[str, str]:
     }
 
 
-def display(path: Path) -> str:
-    """A path relative to the working directory where possible, for diagnostics."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
 # ---- digest --------------------------------------------------------------------------
 
 
-def kernel_files(paths: Paths) -> Iterator[tuple[str, Path]]:
+def kernel_files(paths: Paths, collector: Collector) -> Iterator[tuple[str, Path]]:
     """The tracked kernel files in canonical order: `loops/**/*.rules` then every file
-    under `registry/`, each by its path relative to its directory."""
+    under `registry/`, each by its path relative to its directory (a directory that
+    cannot be listed is reported to `collector`)."""
     for prefix, root, pattern in (
         ("loops", paths.rules, "*.rules"),
         ("registry", paths.registry, "*"),
     ):
         if not root.is_dir():
             continue
-        for file in sorted(p for p in root.rglob(pattern) if p.is_file()):
+        for file in (p for p in files.walk(root, pattern, collector) if p.is_file()):
             rel = file.relative_to(root).as_posix()
             if any(part.startswith(".") or part == "__pycache__" for part in rel.split("/")):
                 continue
@@ -100,10 +101,15 @@ def kernel_files(paths: Paths) -> Iterator[tuple[str, Path]]:
 
 def digest(paths: Paths) -> str:
     """sha256 over the kernel files (name, NUL, bytes, NUL each); the overlay and
-    `config/` never change it."""
+    `config/` never change it. RulesError (E0905) when a kernel file cannot be read."""
+    collector = Collector()
     h = hashlib.sha256()
-    for name, file in kernel_files(paths):
-        h.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
+    for name, file in kernel_files(paths, collector):
+        try:
+            h.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
+        except OSError as err:
+            files.unreadable(collector, file, files.why_unreadable(err, file))
+    collector.raise_if_any()
     return "sha256:" + h.hexdigest()
 
 
@@ -123,8 +129,13 @@ def read_yaml(path: Path, collector: Collector, fast: bool = False) -> Any:
     """Parse a YAML file (keeping positions unless `fast`); None (with a diagnostic)
     when it is not YAML."""
     name = display(path)
-    text = path.read_text(encoding="utf-8")
-    collector.sources.add(name, text)
+    text = read_text(path, collector)
+    if text is None:
+        return None
+    deep = yaml_too_deep(text)
+    if deep is not None:
+        too_deep(collector, name, deep)
+        return None
     try:
         return _yaml(fast).load(text)
     except MarkedYAMLError as err:
@@ -228,6 +239,10 @@ def _sections(
 ) -> tuple[str, dict[str, Any]] | None:
     """Read `path` once and return each of its top-level sections (`kinds` maps each
     permitted key to dict or list); an absent key is an empty section."""
+    problem = not_a_file(path)
+    if problem is not None:
+        files.unreadable(collector, path, problem)
+        return None
     if not path.is_file():
         return None
     data = read_yaml(path, collector, fast)
@@ -261,8 +276,13 @@ def _sections(
 
 def _load_json(path: Path, collector: Collector) -> dict[str, Any] | None:
     name = display(path)
-    text = path.read_text(encoding="utf-8")
-    collector.sources.add(name, text)
+    text = read_text(path, collector)
+    if text is None:
+        return None
+    deep = json_too_deep(text)
+    if deep is not None:
+        too_deep(collector, name, deep)
+        return None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -336,7 +356,7 @@ def load_definitions(
 def load_contracts(registry: Path, collector: Collector) -> dict[str, dict[str, Any]]:
     contracts: dict[str, dict[str, Any]] = {}
     folder = registry / "contracts"
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for path in files.listing(folder, "*.json", collector):
         schema = _load_json(path, collector)
         if schema is None:
             continue
@@ -422,16 +442,17 @@ def load_schedule_settings(
 
 
 def load_rule_files(rules: Path, collector: Collector) -> list[RuleFile]:
-    files: list[RuleFile] = []
-    for path in sorted(rules.rglob("*.rules")) if rules.is_dir() else []:
+    found: list[RuleFile] = []
+    for path in files.walk(rules, "*.rules", collector) if rules.is_dir() else []:
         name = display(path)
-        text = path.read_text(encoding="utf-8")
-        collector.sources.add(name, text)
+        text = read_text(path, collector)
+        if text is None:
+            continue
         try:
-            files.append(parse(text, name))
+            found.append(parse(text, name))
         except RulesError as err:
             collector.extend(err.diagnostics)
-    return files
+    return found
 
 
 def load_tree(paths: Paths, fast: bool = False) -> Tree:
@@ -439,12 +460,18 @@ def load_tree(paths: Paths, fast: bool = False) -> Tree:
     are a usage error (raised as RulesError with code E0900). `fast` reads the registry
     YAML without positions (its positions only ever serve diagnostics)."""
     collector = Collector()
-    for label, folder in (("rules", paths.rules), ("registry", paths.registry)):
+    folders = [("rules", paths.rules), ("registry", paths.registry)]
+    if paths.config_given:
+        folders.append(("config", paths.config))
+    for label, folder in folders:
         if not folder.is_dir():
             collector.error("E0900", f"{label} directory not found", Span(display(folder), 1, 1))
     for name in ("event-types.yaml", "definitions.yaml"):
         file = paths.registry / name
-        if paths.registry.is_dir() and not file.is_file():
+        problem = not_a_file(file)
+        if problem is not None:
+            files.unreadable(collector, file, problem)
+        elif paths.registry.is_dir() and not file.is_file():
             collector.error("E0900", f"registry file {name} not found", Span(display(file), 1, 1))
     collector.raise_if_any()
     rule_files = load_rule_files(paths.rules, collector)
@@ -460,11 +487,19 @@ def load_tree(paths: Paths, fast: bool = False) -> Tree:
         contracts=contracts,
         repos=repos,
         overlay=overlay,
-        digest=digest(paths),
+        digest=_digest(paths, collector),
         collector=collector,
         host_clocks=host_clocks,
         release_freeze=release_freeze,
     )
+
+
+def _digest(paths: Paths, collector: Collector) -> str:
+    try:
+        return digest(paths)
+    except RulesError as err:  # an unreadable kernel file, mostly reported already
+        collector.extend(d for d in err.diagnostics if d not in collector.items)
+        return ""
 
 
 def load_rules(paths: Paths) -> RuleSet:

@@ -139,8 +139,13 @@ async def run_worker(
         # A failed pass (a busy database, a broken record) must not end a long-running
         # worker: it is logged, and any lease it held expires into the reaper's hands.
         except Exception as err:
-            if transient(err):
-                log.warning("worker %s: the database is unavailable (%s)", worker_id, _short(err))
+            if transient(err):  # a busy, unwritable or unreachable store: one line
+                log.warning(
+                    "worker %s: the database is unavailable (%s); retrying in %ss",
+                    worker_id,
+                    _short(err),
+                    poll_seconds,
+                )
             else:
                 log.exception("worker %s: a pass failed", worker_id)
             run = None

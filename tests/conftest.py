@@ -86,8 +86,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# An instance config directory with neither repos.yaml nor schedule.yaml, for trees
+# that have none (a --config that is given must exist).
+NO_CONFIG = ROOT / "tests" / "data" / "no_config"
+
+
 def tree_args(db: Path | str, tree: Path) -> list[str]:
     """The `--db` and rules options that point a command at a database and a tree."""
+    config = tree / "config" if (tree / "config").is_dir() else NO_CONFIG
     return [
         "--db",
         str(db),
@@ -96,7 +102,7 @@ def tree_args(db: Path | str, tree: Path) -> list[str]:
         "--registry",
         str(tree / "registry"),
         "--config",
-        str(tree / "config"),
+        str(config),
     ]
 
 

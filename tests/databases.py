@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,53 @@ def rows(db: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in lite.execute(query, params).fetchall()]
     finally:
         lite.close()
+
+
+def execute(database: str, *statements: str) -> None:
+    """Run statements on either backend outside any store (autocommit)."""
+    if database.startswith("postgresql://"):
+        with psycopg.connect(database, autocommit=True) as conn:
+            for statement in statements:
+                conn.execute(statement.encode())
+        return
+    import sqlite3
+
+    lite = sqlite3.connect(database, isolation_level=None)
+    try:
+        for statement in statements:
+            lite.execute(statement)
+    finally:
+        lite.close()
+
+
+def refuse_writes(database: str, store: Any) -> Callable[[], None]:
+    """Make the database refuse the store's writes for a storage reason, as a full disk
+    or a read-only server would; returns how to undo it. SQLite: max_page_count on the
+    store's writer connection (SQLite then answers "database or disk is full" for any
+    write that needs a page). PostgreSQL: the database turned read-only for new
+    sessions, and the store's sessions ended by the server."""
+    if not database.startswith("postgresql://"):
+        from engine.store.sqlite import SqliteStore
+
+        assert isinstance(store, SqliteStore)
+
+        def set_max_pages(pages: int | None) -> None:
+            with store._wlock:  # the writer's connection, between its transactions
+                writer = store._writer
+                count = writer.execute("PRAGMA page_count").fetchone()[0]
+                writer.execute(f"PRAGMA max_page_count = {pages or count}")
+
+        set_max_pages(None)
+        return lambda: set_max_pages(1 << 30)
+    name = database.rsplit("/", 1)[1]
+    terminate = (
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+    )
+    execute(database, f'ALTER DATABASE "{name}" SET default_transaction_read_only = on', terminate)
+    return lambda: execute(
+        database,
+        "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
+        f'ALTER DATABASE "{name}" SET default_transaction_read_only = off',
+        terminate,
+    )

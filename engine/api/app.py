@@ -17,6 +17,7 @@ from engine.api.context import HURRY, SERVICE, SETTINGS, WAKE
 from engine.api.errors import error_middleware
 from engine.api.routes import ROUTES
 from engine.api.settings import Settings
+from engine.errors import Unavailable
 from engine.service import Service
 from engine.worker import run_worker
 
@@ -44,6 +45,8 @@ async def pump_forever(
         wake.clear()
         try:
             await asyncio.to_thread(service.pump)
+        except Unavailable as err:  # a busy or unwritable store: one line, no traceback
+            log.warning("runtime loop: %s; retrying in %.1fs", err.message, idle)
         except Exception:
             log.exception("runtime loop: a pass failed; retrying in %.1fs", idle)
         if stop.is_set():

@@ -57,7 +57,6 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def _report(err: RulesError, as_json: bool) -> int:
-    usage = any(d.code == "E0900" for d in err.diagnostics)
     if as_json:
         print_json({"valid": False, "errors": [d.as_dict() for d in err.diagnostics]})
     else:
@@ -67,7 +66,7 @@ def _report(err: RulesError, as_json: bool) -> int:
             f"\nerror: {count} problem{'s' if count != 1 else ''} found; nothing was loaded",
             file=sys.stderr,
         )
-    return exits.USAGE if usage else exits.INVALID
+    return exits.of_rules(err)
 
 
 def run_digest(args: argparse.Namespace) -> int:
@@ -75,7 +74,10 @@ def run_digest(args: argparse.Namespace) -> int:
     if not paths.rules.is_dir() or not paths.registry.is_dir():
         print(f"error: {paths.rules} or {paths.registry} is not a directory", file=sys.stderr)
         return exits.USAGE
-    value = digest(paths)
+    try:
+        value = digest(paths)
+    except RulesError as err:  # a kernel file that cannot be read
+        return _report(err, args.json)
     if args.json:
         print_json({"digest": value})
     else:

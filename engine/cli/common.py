@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from engine.loading import Paths, default_paths
+from engine.loading import PATH_ENV, Paths, default_paths
 
 DB_METAVAR = "PATH|URL"
 DB_HELP = (
@@ -40,9 +41,10 @@ def add_rules_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         type=Path,
-        default=defaults.config,
+        default=None,
         metavar="DIR",
-        help="instance repos.yaml and schedule.yaml overlay (default: %(default)s)",
+        help=f"instance repos.yaml and schedule.yaml overlay (default: {defaults.config}; "
+        "a directory given here or in ENGINE_CONFIG must exist)",
     )
 
 
@@ -51,7 +53,11 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 
 
 def paths_from(args: argparse.Namespace) -> Paths:
-    return Paths(args.rules, args.registry, args.config)
+    """The directories of the command line; a config directory named by --config or
+    ENGINE_CONFIG is required to exist, the default one is not."""
+    given = args.config is not None or bool(os.environ.get(PATH_ENV["config"]))
+    config = args.config if args.config is not None else default_paths().config
+    return Paths(args.rules, args.registry, config, config_given=given)
 
 
 def print_json(data: Any) -> None:

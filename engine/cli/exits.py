@@ -1,5 +1,22 @@
-"""Exit codes of every `engine` command."""
+"""Exit codes of every `engine` command (docs/cli.md#exit-codes).
+
+0 success. 1 a refusal, invalid rules, or something that may pass on a retry (the
+database or the runtime unreachable or busy). 2 usage and configuration: what a
+restart will not fix until someone changes an argument, a file or a setting."""
+
+from __future__ import annotations
+
+from dsl.diagnostics import RulesError
 
 OK = 0  # success; for `check`, the rules are valid
-INVALID = 1  # invalid rules, a refused request, or anomalies found (doctor)
-USAGE = 2  # bad arguments, a missing directory or file
+INVALID = 1  # invalid rules, a refused request, anomalies found (doctor), unavailable
+USAGE = 2  # bad arguments, a missing or unreadable file or directory, a bad configuration
+
+# Diagnostics about the file system rather than what the files say: a missing
+# directory (E0900) or a file or directory that cannot be read (E0905).
+USAGE_CODES = frozenset({"E0900", "E0905"})
+
+
+def of_rules(err: RulesError) -> int:
+    """2 when a diagnostic is about the file system, else 1 (invalid rules)."""
+    return USAGE if any(d.code in USAGE_CODES for d in err.diagnostics) else INVALID

@@ -51,11 +51,13 @@ def parser_for(sub: Any, name: str, summary: str, description: str) -> argparse.
 
 @contextmanager
 def opened(args: argparse.Namespace) -> Iterator[Service]:
-    """The service over an existing database (never creates one)."""
+    """The service over an existing database (never creates one), opened without
+    waiting for the writer lock: a listing answers while another process holds it,
+    and a decision's write is refused if the lock stays taken."""
     db = database_path(args.db)
     if not database_exists(db):
         raise NotFound(f"no database at {db} (pass --db, or set ENGINE_DB)")
-    service = open_service(db, paths_from(args))
+    service = open_service(db, paths_from(args), probe=False)
     try:
         yield service
     finally:

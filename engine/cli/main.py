@@ -8,6 +8,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from dsl.diagnostics import RulesError
 from engine.cli.exits import OK, USAGE
 from engine.errors import EngineError
 
@@ -44,7 +45,8 @@ A durable, rules-driven event runtime: clock slots, webhooks and chained outcome
 become typed events, planned through reviewable rule files (loops/*.rules) into
 decisions, proposals and audited runs.
 
-exit codes: 0 success, 1 invalid rules or a failed check, 2 usage error"""
+exit codes: 0 success; 1 invalid rules, a refusal, or unavailable (a retry may pass);
+2 usage or configuration (an argument, a file or a setting to fix)"""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -76,9 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return OK
     except KeyboardInterrupt:
         return 130  # the shell's convention for SIGINT
-    except EngineError as err:  # one a command did not report itself (e.g. no database)
-        print(f"error: {err.message}", file=sys.stderr)
-        return err.exit_code
+    except (EngineError, RulesError) as err:  # one a command did not report itself
+        from engine.cli.render import fail  # rich, only on this path
+
+        return fail(err)
     return code
 
 

@@ -56,9 +56,12 @@ def handler(args: argparse.Namespace) -> int:
         service = open_service(database_path(args.db), paths_from(args))
     except RulesError as err:
         print(err.render(), file=sys.stderr)
-        usage = any(d.code == "E0900" for d in err.diagnostics)
         _result("FAILED", f"the rules do not load ({len(err.diagnostics)} problems)", {})
-        return exits.USAGE if usage else exits.INVALID
+        return exits.of_rules(err)
+    except EngineError as err:  # a database it cannot open or use
+        print(f"error: {err.message}", file=sys.stderr)
+        _result("FAILED", err.message, err.as_dict())
+        return err.exit_code
     try:
         report = service.reap(args.apply, args.proposal_ttl)
     except EngineError as err:

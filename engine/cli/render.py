@@ -77,8 +77,7 @@ def fail(err: EngineError | RulesError) -> int:
     directory is missing)."""
     if isinstance(err, RulesError):
         print(err.render(), file=sys.stderr)
-        usage = any(d.code == "E0900" for d in err.diagnostics)
-        return exits.USAGE if usage else exits.INVALID
+        return exits.of_rules(err)
     print(f"error: {err.message}", file=sys.stderr)
     for line in getattr(err, "errors", ()):
         if line != err.message:

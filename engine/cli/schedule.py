@@ -165,7 +165,7 @@ def _service(args: argparse.Namespace) -> Service:
     found = database_exists(db)
     if not found:
         print(f"note: no database at {db}: showing the rules only", file=sys.stderr)
-    return open_service(db if found else ":memory:", paths_from(args))
+    return open_service(db if found else ":memory:", paths_from(args), probe=False)
 
 
 def _run_text(outcome: dict[str, Any] | None) -> str | None:

@@ -22,7 +22,9 @@ from engine.api import wire
 from engine.bootstrap import database_path, open_service
 from engine.cli import exits
 from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
+from engine.cli.render import fail
 from engine.core.records import RunRecord
+from engine.errors import EngineError
 from engine.service import Service
 from engine.worker import (
     adapters_for,
@@ -66,12 +68,11 @@ def _positive(text: str) -> float:
 
 
 def handler(args: argparse.Namespace) -> int:
-    db = database_path(args.db)
     try:
+        db = database_path(args.db)
         service = open_service(db, paths_from(args))
-    except RulesError as err:
-        print(err.render(), file=sys.stderr)
-        return exits.USAGE if any(d.code == "E0900" for d in err.diagnostics) else exits.INVALID
+    except (EngineError, RulesError) as err:  # rules, settings, a database it cannot use
+        return fail(err)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     worker_id = args.id or default_worker_id()
     adapters = adapters_for(db, paths_from(args))

@@ -251,11 +251,15 @@ class Service:
             return tx.list_journal(limit, after, entity, entity_id)
 
     def status(self) -> dict[str, Any]:
+        """Counts and the store's health; `ok` is false while the store cannot write
+        (its last write failed for a storage reason: busy, read-only, full, I/O)."""
         with self.rt.store.read() as tx:
             counts = tx.counts()
             unplanned = len(tx.unplanned_events(1000))
+        store = self.rt.store.health.as_dict()
         return {
-            "ok": True,
+            "ok": store["writable"],
+            "store": store,
             "rulesDigest": self.rt.rules.digest,
             "loops": len(self.rt.rules.loops),
             "enabledLoops": sum(1 for loop in self.rt.rules.loops.values() if loop.enabled),

@@ -23,6 +23,7 @@ from engine.core.ruleset import CatchUp, DefinitionRef, Loop, OnActive
 from engine.core.states import ProposalState
 from engine.core.ticks import SLOT_SOURCES
 from engine.core.triage import Triage, TriageDecision, default_decision, triage
+from engine.errors import Unavailable
 from engine.service import occurrences
 from engine.service.context import Runtime, stable_id
 from engine.service.notifications import notify
@@ -72,6 +73,8 @@ def plan_safely(rt: Runtime, tx: Tx, event: EventRecord, at: str, **known: Any) 
     try:
         with tx.savepoint():
             plan_one(rt, tx, event, at, **known)
+    except Unavailable:  # the store's fault, not the event's: the batch is tried again
+        raise
     except Exception as err:
         log.exception("planning event %s failed; recorded as planning_error", event.event_id)
         _planning_failed(rt, tx, event, at, err)

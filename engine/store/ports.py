@@ -22,6 +22,7 @@ from engine.core.records import (
     RunRecord,
     SkipRecord,
 )
+from engine.store.health import Health
 
 
 class Tx(Protocol):
@@ -284,7 +285,14 @@ class Tx(Protocol):
 
 
 class Store(Protocol):
+    """Every wait is bounded (`engine.store.limits`), and a storage fault is a typed
+    error (`engine.errors`), never the driver's: `Busy` when the writer lock is not
+    free in time, `StoreUnwritable` when the database refuses writes (read-only, full,
+    I/O errors), `Unavailable` when it cannot be reached. Anything else a driver raises
+    (a constraint, a bad statement) is a bug and passes unchanged."""
+
     dialect: str  # "sqlite" or "postgresql"
+    health: Health  # writable or not, and the last storage error (GET /status)
 
     def write(self, exclusive: bool = True) -> AbstractContextManager[Tx]:
         """A write transaction. Exclusive writers are serialised across every process of
@@ -293,7 +301,8 @@ class Store(Protocol):
         one run's lease and append to the journal."""
 
     def read(self) -> AbstractContextManager[Tx]:
-        """A read-only snapshot."""
+        """A read-only snapshot. It never waits for a writer, of this process or
+        another: reads have their own connection."""
 
     def close(self) -> None: ...
 

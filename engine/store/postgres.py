@@ -9,26 +9,41 @@ the SQLite store:
 - A worker's lease steps (claim, start, heartbeat) take no such lock: they touch one
   run row, and the claim is `FOR UPDATE SKIP LOCKED`, so workers never queue behind
   planning nor behind each other.
-- Reads are one repeatable-read, read-only snapshot.
+- Reads are one repeatable-read, read-only snapshot on a connection of their own,
+  which takes no advisory lock: a read never waits behind this process's writes.
+- Every wait is bounded (`engine.store.limits`): the advisory lock wait by
+  `lock_timeout` (`Busy`, 503 `database_busy`), a frozen holder by the server ending
+  its session (`idle_in_transaction_session_timeout`), a runaway statement by
+  `statement_timeout`, a vanished host by TCP keepalives on both ends.
 
-psycopg 3 is the driver; each store holds one connection (one per process), opened
-again when the server dropped it."""
+psycopg 3 is the driver; each store holds a writer and (once it reads) a reader
+connection, each opened again when the server dropped it."""
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote
 
 import psycopg
+from psycopg import errors as pg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from engine.errors import Unavailable
-from engine.store.queries import migrations
+from engine.errors import Busy, ConfigError, Unavailable
+from engine.store.health import PROBE, Health, WatchedCursor, unwritable, watched
+from engine.store.limits import (
+    KEEPALIVES_COUNT,
+    KEEPALIVES_IDLE_S,
+    KEEPALIVES_INTERVAL_S,
+    Limits,
+    milliseconds,
+)
+from engine.store.queries import check_versions, migrations
 from engine.store.sqltx import SqlTx
 
 # The advisory lock key that serialises writers ("engine" in ASCII), and the one that
@@ -36,17 +51,65 @@ from engine.store.sqltx import SqlTx
 WRITE_LOCK = 0x656E67696E65
 MIGRATE_LOCK = WRITE_LOCK + 1
 CONNECT_TIMEOUT_S = 10
+# A migration may wait this long for another process's migration, and runs without a
+# statement timeout (an index on a large table takes what it takes).
+MIGRATE_LOCK_TIMEOUT_S = 120
 
 _PARAM = re.compile(r"(?<![:\w]):([a-z_]+)")
+_PASSWORD_PARAM = re.compile(r"(password=).*", re.IGNORECASE)  # to the end: '&' may be in it
+_PASSWORD_IN_TEXT = re.compile(r"(password=)[^\s\"']*", re.IGNORECASE)
+_QUOTED = re.compile(r'"([^"]*)"')
+
+Connection = psycopg.Connection[dict[str, Any]]
+
+
+def _split(url: str) -> tuple[str, str, str] | None:
+    """(scheme://, userinfo, rest after the last '@') of a URL with credentials."""
+    scheme, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    if not sep or at < 0:
+        return None
+    return scheme + sep, rest[:at], rest[at + 1 :]
 
 
 def redacted(url: str) -> str:
-    """The URL with any password replaced, for logs and error messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    """The URL with any password (in the user part or a `password=` parameter)
+    replaced, for logs and error messages; whatever the URL, even a malformed one."""
+    parts = _split(url)
+    if parts is not None and ":" in parts[1]:
+        user = parts[1].split(":", 1)[0]
+        url = f"{parts[0]}{user}:***@{parts[2]}"
+    return _PASSWORD_PARAM.sub(r"\1***", url)
+
+
+def _secrets(url: str) -> list[str]:
+    """The parts of a URL that may hold its password: after the user's ':', and after
+    `password=` to the end (an unescaped '&' may belong to it)."""
+    found = []
+    parts = _split(url)
+    if parts is not None and ":" in parts[1]:
+        found.append(parts[1].split(":", 1)[1])
+    at = url.lower().find("password=")
+    if at >= 0:
+        found.append(url[at + len("password=") :])
+    return [form for secret in found for form in {secret, unquote(secret)} if form]
+
+
+def scrubbed(text: str, url: str) -> str:
+    """A driver's message with the URL and its password taken out: the URL shown
+    redacted, the password and any quoted part of it replaced, on one line."""
+    text = text.replace(url, redacted(url))
+    secrets = _secrets(url)
+    for secret in secrets:
+        if len(secret) >= 3:
+            text = text.replace(secret, "***")
+
+    def quoted(match: re.Match[str]) -> str:
+        inner = match.group(1)
+        return '"***"' if any(inner in secret for secret in secrets) else match.group(0)
+
+    text = _QUOTED.sub(quoted, text)
+    return " ".join(_PASSWORD_IN_TEXT.sub(r"\1***", text).split())
 
 
 def pyformat(sql: str) -> str:
@@ -54,43 +117,109 @@ def pyformat(sql: str) -> str:
     return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
+class _Session:
+    """One connection and the lock that serialises its use within the process; opened
+    (again) on first use after the server or the network dropped it."""
+
+    def __init__(self, connect: Callable[[], Connection], timeout: float, what: str) -> None:
+        self._connect, self._timeout, self._what = connect, timeout, what
+        self._lock = threading.RLock()
+        self._conn: Connection | None = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A transaction on the connection; Busy when another thread of this process has
+        held it for the whole lock timeout."""
+        if not self._lock.acquire(timeout=self._timeout):
+            raise Busy(
+                f"the database {self._what} is busy: this process's connection was not "
+                f"free within {self._timeout:g}s"
+            )
+        try:
+            with ExitStack() as stack:
+                yield self._begin(stack)
+        finally:
+            self._lock.release()
+
+    def _begin(self, stack: ExitStack) -> Connection:
+        """Begin a transaction. A connection the server dropped since its last use (a
+        restart, an ended session) is opened again once: nothing was sent on it yet."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            conn = self._conn = self._connect()
+            stack.enter_context(conn.transaction())
+            return conn
+        try:
+            stack.enter_context(conn.transaction())
+        except _LOST:
+            conn.close()
+            conn = self._conn = self._connect()
+            stack.enter_context(conn.transaction())
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+
+
 class PostgresStore:
     """`engine.store.ports.Store` over a PostgreSQL database."""
 
     dialect = "postgresql"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, limits: Limits | None = None, probe: bool = True) -> None:
         self.url = url
-        self._lock = threading.RLock()
-        self._conn = self._connect()
-        self.migrate()
-
-    def _connect(self) -> psycopg.Connection[dict[str, Any]]:
-        """A connection; Unavailable (with the server's reason, never the password)
-        when the server cannot be reached or refuses."""
+        self.limits = limits or Limits()
+        self.health = Health()
+        self._what = redacted(url)
+        self._options = _connect_options(url, self._what)
+        self._writer = _Session(self._connect, self.limits.lock_timeout, self._what)
+        self._reader = _Session(self._connect, self.limits.lock_timeout, self._what)
         try:
-            return psycopg.connect(
-                self.url,
-                autocommit=True,
-                row_factory=dict_row,
-                connect_timeout=CONNECT_TIMEOUT_S,
-                application_name="engine",
-            )
-        except psycopg.OperationalError as err:
-            reason = " ".join(str(err).replace(self.url, redacted(self.url)).split())
-            raise Unavailable(f"cannot open the database {redacted(self.url)}: {reason}") from None
+            self.migrate(probe)
+        except BaseException:
+            self.close()
+            raise
 
-    def _connection(self) -> psycopg.Connection[dict[str, Any]]:
-        """The connection, opened again when the server or the network dropped it."""
-        if self._conn.closed or self._conn.broken:
-            self._conn = self._connect()
-        return self._conn
+    def _connect(self) -> Connection:
+        """A connection with the session's bounds set; Unavailable (with the server's
+        reason, never the password) when the server cannot be reached, ConfigError
+        when it refuses the role, the password or the database."""
+        try:
+            conn = psycopg.connect(self.url, **self._options)
+        except psycopg.Error as err:
+            raise _refused(err, self.url) from None
+        try:
+            conn.execute(self._session_settings().encode())
+        except psycopg.Error as err:
+            conn.close()
+            raise _refused(err, self.url) from None
+        return conn
 
-    def migrate(self) -> None:
+    def _session_settings(self) -> str:
+        """The server side of the bounds, for this session."""
+        limits = self.limits
+        settings = {
+            "lock_timeout": milliseconds(limits.lock_timeout),
+            "idle_in_transaction_session_timeout": milliseconds(limits.idle_in_transaction),
+            "statement_timeout": milliseconds(limits.statement_timeout),
+            "tcp_keepalives_idle": KEEPALIVES_IDLE_S,
+            "tcp_keepalives_interval": KEEPALIVES_INTERVAL_S,
+            "tcp_keepalives_count": KEEPALIVES_COUNT,
+        }
+        return "; ".join(f"SET {name} = {value}" for name, value in settings.items())
+
+    def migrate(self, probe: bool = True) -> None:
         """Apply the numbered migrations not yet applied, in one transaction that holds
-        an advisory lock, so processes starting together migrate once."""
-        with self._lock, self._connection().transaction():
-            cur = self._conn.cursor()
+        an advisory lock (so processes starting together migrate once) and ends with a
+        write probe (unless not `probe`). SchemaTooNew when the database has a version
+        this engine does not know; StoreUnwritable when it cannot be written. The
+        migration lock is not the writers' lock: a frozen writer does not hold it."""
+        known = migrations(self.dialect)
+        with self._transaction(writing=True) as cur:
+            cur.execute(f"SET LOCAL lock_timeout = {milliseconds(MIGRATE_LOCK_TIMEOUT_S)}")
+            cur.execute("SET LOCAL statement_timeout = 0")
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
             cur.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
@@ -98,7 +227,9 @@ class PostgresStore:
             )
             cur.execute("SELECT version FROM schema_migrations")
             done = {row["version"] for row in cur.fetchall()}
-            for version, sql in migrations(self.dialect):
+            newest = max(v for v, _ in known)
+            check_versions(self._what, done, newest)
+            for version, sql in known:
                 if version in done:
                     continue
                 cur.execute(sql.encode("utf-8"))  # several statements, no parameters
@@ -106,24 +237,98 @@ class PostgresStore:
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)",
                     (version, datetime.now(UTC).isoformat()),
                 )
+            if probe:
+                cur.execute(PROBE)
+
+    @contextmanager
+    def _transaction(self, writing: bool) -> Iterator[WatchedCursor]:
+        session = self._writer if writing else self._reader
+        with watched(self.health, self._classify, writing), session.transaction() as conn:
+            cursor = WatchedCursor(conn.cursor(), self._classify, self.health, writing)
+            yield cursor
+            if writing:
+                cursor.probe_if_unwritable()
+        if cursor.wrote:
+            self.health.wrote()
 
     @contextmanager
     def write(self, exclusive: bool = True) -> Iterator[SqlTx]:
         """A write transaction. `exclusive` (the default) serialises it with every other
-        exclusive writer of the database; the run-lease steps pass False."""
-        with self._lock, self._connection().transaction():
-            cur = self._conn.cursor()
+        exclusive writer of the database; the run-lease steps pass False. Busy when the
+        writer lock is not free within the lock timeout."""
+        with self._transaction(writing=True) as cur:
             if exclusive:
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             yield SqlTx(cur, self.dialect, pyformat)
 
     @contextmanager
     def read(self) -> Iterator[SqlTx]:
-        with self._lock, self._connection().transaction():
-            cur = self._conn.cursor()
+        with self._transaction(writing=False) as cur:
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             yield SqlTx(cur, self.dialect, pyformat)
 
+    def _classify(self, err: BaseException, writing: bool) -> Unavailable | None:
+        """The typed error of a storage fault; None for anything else (a constraint, a
+        bad statement, a write attempted inside a read: bugs, raised as they are)."""
+        if isinstance(err, pg.LockNotAvailable):
+            return Busy(
+                f"the database {self._what} is busy: its writer lock was not free within "
+                f"{self.limits.lock_timeout:g}s (is another process stopped or hung?)"
+            )
+        if isinstance(err, pg.QueryCanceled):
+            return Busy(f"the database {self._what} is busy: a statement was cancelled ({err})")
+        if writing and isinstance(err, pg.ReadOnlySqlTransaction):
+            return unwritable(self._what, "read_only", scrubbed(str(err), self.url))
+        if writing and isinstance(err, pg.DiskFull):
+            return unwritable(self._what, "disk_full", scrubbed(str(err), self.url))
+        if isinstance(err, _LOST):  # the connection was lost, or the server ended it
+            reason = scrubbed(str(err), self.url) or type(err).__name__
+            return Unavailable(
+                f"the database {self._what} is unavailable: {reason}", reason="unavailable"
+            )
+        return None
+
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._writer.close()
+        self._reader.close()
+
+
+def _connect_options(url: str, what: str) -> dict[str, Any]:
+    """psycopg.connect's keyword options: the engine's defaults (client keepalives, a
+    connect timeout, the application name) for what the URL does not set itself.
+    ConfigError for a malformed URL or an unknown option (never showing the password)."""
+    try:
+        given = conninfo_to_dict(url)
+    except psycopg.Error as err:
+        raise ConfigError(
+            f"the database URL {what} is malformed: {scrubbed(str(err), url)}"
+        ) from None
+    defaults: dict[str, Any] = {
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "application_name": "engine",
+        "keepalives": 1,
+        "keepalives_idle": KEEPALIVES_IDLE_S,
+        "keepalives_interval": KEEPALIVES_INTERVAL_S,
+        "keepalives_count": KEEPALIVES_COUNT,
+    }
+    options = {k: v for k, v in defaults.items() if k not in given}
+    return {**options, "autocommit": True, "row_factory": dict_row}
+
+
+# What a session that was lost or ended by the server raises (25P03 is the server
+# ending a session idle in its transaction too long: an InternalError to psycopg).
+_LOST = (psycopg.OperationalError, psycopg.InterfaceError, pg.IdleInTransactionSessionTimeout)
+
+# SQLSTATEs of a server that refuses who we are or what we ask for: a configuration to
+# fix (28: role or password; 3D000: no such database; 42501: no privilege).
+_REFUSALS = ("28", "3D000", "42501")
+
+
+def _refused(err: psycopg.Error, url: str) -> ConfigError | Unavailable:
+    """The typed error of a failed connection: ConfigError when the server (or libpq)
+    refuses the settings, Unavailable when it cannot be reached."""
+    what, reason = redacted(url), scrubbed(str(err), url) or type(err).__name__
+    state = err.sqlstate or ""
+    if state.startswith(_REFUSALS) or (not state and reason.startswith("invalid ")):
+        return ConfigError(f"the database {what} refuses the connection: {reason}")
+    return Unavailable(f"cannot open the database {what}: {reason}", reason="unavailable")

@@ -7,6 +7,8 @@ import re
 from functools import cache
 from importlib import resources
 
+from engine.errors import ConfigError, SchemaTooNew
+
 _NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 
 
@@ -40,3 +42,27 @@ def migrations(dialect: str) -> list[tuple[int, str]]:
         if match:
             found.append((int(match.group(1)), entry.read_text("utf-8")))
     return sorted(found)
+
+
+def newer_schema(what: str, version: int, newest: int) -> SchemaTooNew:
+    """The refusal of a database migrated by a newer engine (as Flyway and Alembic
+    refuse a version they do not know): nothing is read or written."""
+    return SchemaTooNew(
+        f"the database {what} has schema version {version}, newer than this engine "
+        f"knows (up to {newest}): it was migrated by a newer engine; run that engine, "
+        "or restore a backup made for this one"
+    )
+
+
+def check_versions(what: str, done: set[object], newest: int) -> None:
+    """Refuse a database whose `schema_migrations` another tool wrote (versions that
+    are not the engine's whole numbers: ConfigError) or a newer engine migrated
+    (SchemaTooNew), before anything is written to it."""
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in done):
+        raise ConfigError(
+            f"the database {what} has a schema_migrations table the engine did not write "
+            "(its versions are not whole numbers): give the engine a database of its own"
+        )
+    versions = {v for v in done if isinstance(v, int)}
+    if versions and max(versions) > newest:
+        raise newer_schema(what, max(versions), newest)

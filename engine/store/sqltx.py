@@ -23,6 +23,7 @@ from engine.core.records import (
     RunRecord,
     SkipRecord,
 )
+from engine.errors import Unavailable
 from engine.store.queries import queries
 
 Row = Mapping[str, Any]
@@ -164,9 +165,14 @@ class SqlTx:
         self._cur.execute("SAVEPOINT step")
         try:
             yield
-        except BaseException:
-            self._cur.execute("ROLLBACK TO step")
-            self._cur.execute("RELEASE step")
+        except BaseException as err:
+            try:
+                self._cur.execute("ROLLBACK TO step")
+                self._cur.execute("RELEASE step")
+            except Exception:
+                if not isinstance(err, Unavailable):
+                    raise
+                # a storage fault may have ended the whole transaction: it is the error
             raise
         self._cur.execute("RELEASE step")
 

@@ -24,6 +24,13 @@ DATA = ROOT / "tests" / "data" / "rules"
 INVALID = sorted(p for p in (DATA / "invalid").iterdir() if p.is_dir())
 TREE_OPTIONS = ("--rules", "loops", "--registry", "registry", "--config", "config")
 
+
+def tree_options(case: Path) -> tuple[str, ...]:
+    """TREE_OPTIONS for a case; without --config when the case has no config directory
+    (a --config that is given must exist)."""
+    return TREE_OPTIONS if (case / "config").is_dir() else TREE_OPTIONS[:4]
+
+
 Found = set[tuple[str, int, int, str]]
 
 
@@ -43,15 +50,15 @@ def reported(report: dict[str, Any]) -> Found:
 
 
 def exit_code_for(case: Path) -> int:
-    """2 (usage) when a directory is missing, otherwise 1 (invalid)."""
-    return 2 if any(code == "E0900" for *_, code in expected(case)) else 1
+    """2 (usage) when a directory is missing or a file cannot be read, otherwise 1."""
+    return 2 if any(code in ("E0900", "E0905") for *_, code in expected(case)) else 1
 
 
 def check_in_process(
     case: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *flags: str
 ) -> tuple[int, str, str]:
     monkeypatch.chdir(case)
-    code = main(["check", *flags, *TREE_OPTIONS])
+    code = main(["check", *flags, *tree_options(case)])
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -79,7 +86,7 @@ SUBPROCESS_CASES = ["multiple_errors", "e0900_missing_directory", "e0901_invalid
 def test_real_cli_fails_closed_with_exit_code_and_json(name: str, run_engine: Any) -> None:
     """`python -m engine check --json` exits 1 (2: missing directory) listing every diagnostic."""
     case = DATA / "invalid" / name
-    result = run_engine("check", "--json", *TREE_OPTIONS, cwd=case)
+    result = run_engine("check", "--json", *tree_options(case), cwd=case)
     assert result.returncode == exit_code_for(case), result.stderr
     assert reported(json.loads(result.stdout)) == expected(case)
     assert "Traceback" not in result.stderr
@@ -148,7 +155,7 @@ def test_human_output_quotes_the_line_with_a_caret_and_a_hint(
 def test_real_cli_human_output_goes_to_stderr(run_engine: Any) -> None:
     """The real command renders diagnostics and hints on stderr, nothing on stdout; exit 1."""
     case = DATA / "invalid" / "e0203_unknown_event_type"
-    result = run_engine("check", *TREE_OPTIONS, cwd=case)
+    result = run_engine("check", *tree_options(case), cwd=case)
     assert (result.returncode, result.stdout) == (1, "")
     blocks = assert_human_output(case, result.stderr)
     hints = [line for block in blocks for line in block if line.startswith("  help: ")]
@@ -179,7 +186,8 @@ def example_config(into: Path) -> Path:
 
 
 def test_shipped_tree_checks_clean_without_config(run_engine: Any, tmp_path: Path) -> None:
-    """The shipped loops/ and registry/ check clean with no instance config at all."""
+    """The shipped loops/ and registry/ check clean with an empty instance config."""
+    (tmp_path / "none").mkdir()
     result = run_engine("check", "--json", *shipped_options(tmp_path / "none"))
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads(result.stdout)

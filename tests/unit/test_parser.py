@@ -3,6 +3,8 @@ diagnostics; and nothing but RulesError, whatever the text."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -263,3 +265,47 @@ def test_arbitrary_text_raises_only_rules_error(text: str) -> None:
 def test_grammar_like_text_raises_only_rules_error(text: str) -> None:
     """Text built from keywords, operators and indentation raises nothing but RulesError."""
     _parse_or_rules_error(text)
+
+
+# ---- expression depth ------------------------------------------------------------------
+
+NESTINGS = {
+    "not": lambda n: "not " * n + "a",
+    "list": lambda n: "[" * n + "]" * n,
+    "object": lambda n: "{ k: " * n + "1" + " }" * n,
+    "call": lambda n: "count(" * n + "a" + ")" * n,
+    "compare": lambda n: "(" * n + "a" + " == a)" * n,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NESTINGS))
+def test_an_expression_at_the_depth_limit_parses_and_evaluates(kind: str) -> None:
+    """An expression nested exactly MAX_DEPTH levels deep loads, and evaluating it never
+    recurses out (the limit is well within what evaluation takes)."""
+    text = NESTINGS[kind](ex.MAX_DEPTH - (kind != "list"))
+    (decl,) = parse(f"webhook github t\n  let v = {text}\n", "t.rules").decls
+    assert isinstance(decl, m.WebhookDecl) and isinstance(decl.lines[0], m.Let)
+    with contextlib.suppress(ex.EvalError):  # a type mismatch is fine; a RecursionError is not
+        ex.evaluate(decl.lines[0].expr, {"a": "x"})
+
+
+@pytest.mark.parametrize("kind", sorted(NESTINGS))
+@pytest.mark.parametrize("depth", [ex.MAX_DEPTH + 1, 3000])
+def test_a_deeper_expression_is_a_located_e0608(kind: str, depth: int) -> None:
+    """An expression deeper than MAX_DEPTH is refused at load with E0608 where its
+    outermost too-deep level starts, so a rule that would fail at every delivery never
+    loads."""
+    text = NESTINGS[kind](depth)
+    code, line, column, message, hint = error(f"webhook github t\n  let v = {text}\n")
+    parens = len(text) - len(text.lstrip("("))  # not a level: the expression starts after
+    assert (code, line, column) == ("E0608", 2, 11 + parens)
+    assert str(ex.MAX_DEPTH) in message and hint
+
+
+def test_every_too_deep_expression_of_a_file_is_reported() -> None:
+    """Two deep expressions in one file are two diagnostics, each at its own line."""
+    deep = "not " * (ex.MAX_DEPTH + 1) + "a"
+    with pytest.raises(RulesError) as caught:
+        parse(f"webhook github t\n  let v = {deep}\n  let w = [{deep}]\n", "t.rules")
+    found = [(d.code, d.span.line, d.span.column) for d in caught.value.diagnostics]
+    assert found == [("E0608", 2, 11), ("E0608", 3, 11)]

@@ -1,0 +1,169 @@
+"""Reading the files of a rule tree without ever raising: a file that cannot be read
+(permission, a directory where a file belongs, a symbolic link loop), bytes that are
+not UTF-8, and YAML or JSON nested deeper than the engine reads each become one
+located Diagnostic (docs/rules.md#error-catalogue: E0905, E0907, E0908).
+
+The nesting bound is checked before a parser builds anything: the libyaml loader
+recurses in C (a file nested 100,000 deep crashes the process) and the Python ones
+recurse until RecursionError, so the depth is measured from the parser's event
+stream, or, for JSON, from its brackets, both without recursion."""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import re
+from pathlib import Path
+
+import ruamel.yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent
+
+from dsl.diagnostics import Collector, Span
+
+# How deeply a YAML or JSON file may nest mappings and lists (E0908): far beyond any
+# registry or configuration, and well within what reading it, validating it and
+# checking a payload against a schema from it can recurse.
+MAX_NESTING = 64
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def display(path: Path) -> str:
+    """A path relative to the working directory where possible, for diagnostics."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symbolic link loop
+        return str(path)
+
+
+def why_unreadable(err: OSError, path: Path) -> str:
+    """What is wrong with a path that could not be read, in a few words."""
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied: this user cannot read it"
+    if err.errno == errno.EISDIR:
+        return "it is a directory, not a file"
+    if err.errno == errno.ELOOP:
+        return "it is a symbolic link loop"
+    if err.errno == errno.ENOENT and path.is_symlink():
+        return "it is a broken symbolic link"
+    return err.strerror or type(err).__name__
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why an existing path cannot be read as a file (None: it is one, or absent)."""
+    if not os.path.lexists(path) or path.is_file():
+        return None
+    if path.is_dir():
+        return "it is a directory, not a file"
+    try:
+        path.stat()
+    except OSError as err:
+        return why_unreadable(err, path)
+    return "it is not a regular file"
+
+
+def unreadable(collector: Collector, path: Path, reason: str) -> None:
+    collector.error("E0905", f"cannot read {path.name}: {reason}", Span(display(path), 1, 1))
+
+
+def read_text(path: Path, collector: Collector) -> str | None:
+    """The file's text, registered for quoting in diagnostics; None (with E0905 or
+    E0907, at the first byte that is not UTF-8) when it cannot be read as text."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        unreadable(collector, path, why_unreadable(err, path))
+        return None
+    name = display(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        collector.sources.add(name, data.decode("utf-8", "replace"))
+        start = data.rfind(b"\n", 0, err.start) + 1
+        line = data.count(b"\n", 0, err.start) + 1
+        column = len(data[start : err.start].decode("utf-8", "replace")) + 1
+        collector.error(
+            "E0907",
+            f"not UTF-8 text: byte 0x{data[err.start]:02x} cannot be decoded",
+            Span(name, line, column),
+            "save the file as UTF-8",
+        )
+        return None
+    collector.sources.add(name, text)
+    return text
+
+
+def walk(root: Path, pattern: str, collector: Collector) -> list[Path]:
+    """Every entry under `root` (subdirectories too, symbolic links to directories not
+    followed) whose name matches `pattern`, sorted; a directory that cannot be listed
+    is E0905 instead of being skipped in silence."""
+    found: list[Path] = []
+
+    def refused(err: OSError) -> None:
+        where = Path(err.filename) if err.filename else root
+        unreadable(collector, where, why_unreadable(err, where))
+
+    for folder, dirs, files in os.walk(root, onerror=refused):
+        dirs.sort()
+        found += [Path(folder) / n for n in (*dirs, *files) if fnmatch.fnmatchcase(n, pattern)]
+    return sorted(found)
+
+
+def listing(folder: Path, pattern: str, collector: Collector) -> list[Path]:
+    """The entries of `folder` itself whose name matches `pattern`, sorted; none when it
+    does not exist, E0905 when it cannot be listed."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [entry.name for entry in entries]
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        unreadable(collector, folder, why_unreadable(err, folder))
+        return []
+    return sorted(folder / name for name in names if fnmatch.fnmatchcase(name, pattern))
+
+
+def yaml_too_deep(text: str) -> tuple[int, int] | None:
+    """Where YAML text first nests deeper than MAX_NESTING (line, column), or None. A
+    syntax error is left to the loader, which reports it with its place."""
+    yaml = YAML(typ="safe") if ruamel.yaml.__with_libyaml__ else YAML(typ="rt")
+    depth = 0
+    try:
+        for event in yaml.parse(text):
+            if isinstance(event, CollectionStartEvent):
+                depth += 1
+                if depth > MAX_NESTING:
+                    mark = event.start_mark
+                    return mark.line + 1, mark.column + 1
+            elif isinstance(event, CollectionEndEvent):
+                depth -= 1
+    except YAMLError:
+        return None
+    return None
+
+
+def json_too_deep(text: str) -> tuple[int, int] | None:
+    """Where JSON text first nests deeper than MAX_NESTING (line, column), or None."""
+    depth = 0
+    for token in _JSON_TOKEN.finditer(text):
+        mark = token.group()
+        if mark in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                at = token.start()
+                return text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+        elif mark in "]}":
+            depth -= 1
+    return None
+
+
+def too_deep(collector: Collector, file: str, where: tuple[int, int]) -> None:
+    collector.error(
+        "E0908",
+        f"nested more than {MAX_NESTING} levels deep",
+        Span(file, *where),
+        "the engine reads mappings and lists nested at most this deep",
+    )

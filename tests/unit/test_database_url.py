@@ -1,0 +1,71 @@
+"""A PostgreSQL URL the engine cannot use is a one-line ConfigError that never shows
+its password, however malformed the URL; the engine's connection defaults (keepalives
+among them) apply only where the URL says nothing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from engine.errors import ConfigError
+from engine.store.limits import KEEPALIVES_IDLE_S
+from engine.store.postgres import _connect_options, redacted, scrubbed
+
+# Passwords people write, including characters that URLs and libpq treat specially.
+PASSWORD = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="*"),
+    min_size=3,
+    max_size=24,
+)
+BROKEN = [
+    "postgresql://engine:{pw}@[db/engine",  # an IPv6 bracket never closed
+    "postgresql://engine:{pw}@db/engine?bogus=1",  # an option libpq does not know
+    "postgresql://engine:{pw}@db:port/engine",  # a port that is not a number
+    "postgresql://engine:{pw}%zz@db/engine",  # a bad percent escape
+    "postgresql://engine@db/engine?password={pw}&nope=1",  # the password as a parameter
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(PASSWORD, st.sampled_from(BROKEN))
+def test_a_malformed_url_is_one_line_without_its_password(password: str, template: str) -> None:
+    """Whatever the password holds, the refusal of a malformed URL names the URL with
+    the password replaced, on one line, and the password appears nowhere in it."""
+    assume(password not in template)  # a password that is also the user name says nothing
+    url = template.format(pw=password)
+    try:
+        _connect_options(url, redacted(url))
+    except ConfigError as err:
+        assert password not in err.message
+        assert "\n" not in err.message
+        assert err.exit_code == 2
+    else:  # libpq read it after all (an odd password can make the URL well-formed)
+        assert password not in redacted(url)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PASSWORD)
+def test_redacted_urls_and_scrubbed_messages_never_hold_the_password(password: str) -> None:
+    """A URL with a password, well-formed or not, is shown without it, and so is a
+    driver message that quotes the URL or the password itself."""
+    url = f"postgresql://engine:{password}@db.internal:5432/engine"
+    assume(password not in url.replace(password, ""))
+    assert password not in redacted(url)
+    message = f'could not parse "{url}" near "{password}"'
+    assert password not in scrubbed(message, url)
+
+
+def test_the_engine_defaults_do_not_override_the_url() -> None:
+    """Keepalives and a connect timeout are added unless the URL sets its own."""
+    options = _connect_options("postgresql://engine@db/engine", "db")
+    assert options["keepalives_idle"] == KEEPALIVES_IDLE_S and options["keepalives"] == 1
+    own = _connect_options("postgresql://engine@db/engine?keepalives_idle=5&connect_timeout=2", "x")
+    assert "keepalives_idle" not in own and "connect_timeout" not in own
+
+
+@pytest.mark.parametrize("url", ["postgresql://engine@db/engine?bogus=1"])
+def test_an_unknown_option_names_it(url: str) -> None:
+    """An option libpq does not know is named in the refusal."""
+    with pytest.raises(ConfigError, match="bogus"):
+        _connect_options(url, redacted(url))
