@@ -19,7 +19,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
 from dsl.diagnostics import Collector, RulesError, Span, did_you_mean
 from dsl.model import RuleFile
@@ -143,7 +144,18 @@ def read_yaml(path: Path, collector: Collector, fast: bool = False) -> Any:
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         message = (err.problem or err.context or "invalid YAML").strip()
         collector.error("E0901", f"invalid YAML: {message}", Span(name, line, col))
+    except ReaderError as err:  # a character YAML does not allow (NUL, other controls)
+        line, col = _place(text, err.position if isinstance(err.position, int) else 0)
+        collector.error("E0901", f"invalid YAML: {err.reason}", Span(name, line, col))
+    except YAMLError as err:  # any other refusal of the parser, without a position
+        collector.error("E0901", f"invalid YAML: {str(err).strip()[:200]}", Span(name, 1, 1))
     return None
+
+
+def _place(text: str, offset: int) -> tuple[int, int]:
+    """The line and column (1-based) of a character offset into `text`."""
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
 def node_span(file: str, node: Any, key: str | int | None = None) -> Span:
