@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, ParamSpec, TypeVar
 
@@ -36,6 +37,23 @@ def service(request: web.Request) -> Service:
 async def call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run a synchronous service method off the event loop."""
     return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+# Reads run in threads of their own: a write that waits for the database's writer lock
+# (another process frozen while it holds it) ties up a thread of the default pool for
+# up to the lock timeout, and enough of them would leave GET /status waiting behind.
+READ_THREADS = 4
+_reads: ThreadPoolExecutor | None = None
+
+
+async def call_read(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run a synchronous service method that only reads, in the read threads, so it
+    never queues behind writes waiting for a lock."""
+    global _reads
+    if _reads is None:
+        _reads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="engine-read")
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_reads, partial(fn, *args, **kwargs))
 
 
 def operator(request: web.Request) -> str:

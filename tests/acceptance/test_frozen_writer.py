@@ -126,15 +126,23 @@ def test_a_stopped_writer_never_stalls_a_healthy_serve(database: str, tmp_path: 
     try:
         holder.send_signal(signal.SIGSTOP)
         answers: list[tuple[int, Any]] = []
-        waiting = threading.Thread(
-            target=lambda: answers.append(call(serve, "POST", "/inject", envelope(0), LOCK_S * 4))
-        )
-        waiting.start()
-        time.sleep(0.3)  # the admission now waits for the lock in the serve
+        waiting = [  # more admissions than the serve has threads for writes
+            threading.Thread(
+                target=lambda n=n: answers.append(
+                    call(serve, "POST", "/inject", envelope(n), LOCK_S * 4)
+                )
+            )
+            for n in range(12)
+        ]
+        for thread in waiting:
+            thread.start()
+        time.sleep(0.3)  # the admissions now wait for the lock in the serve
         status, found = call(serve, "GET", "/status", None, LOCK_S / 2)
-        assert status == 200 and waiting.is_alive(), "GET /status waited for the writer"
-        waiting.join(LOCK_S * 4)
-        ((status, refused),) = answers
+        assert status == 200 and all(t.is_alive() for t in waiting), "/status waited"
+        for thread in waiting:
+            thread.join(LOCK_S * 8)
+        assert len(answers) == 12 and len({a[0] for a in answers}) == 1, answers
+        status, refused = answers[0]
         assert (status, refused["error"], refused["details"]["reason"]) == (
             503,
             "unavailable",

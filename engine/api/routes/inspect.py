@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from engine.api import query, wire
-from engine.api.context import call, operator, reply, service, settings
+from engine.api.context import call_read, operator, reply, service, settings
 from engine.core.states import RunState
 from engine.service.doctor import PILEUP
 from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus
@@ -21,7 +21,7 @@ routes = web.RouteTableDef()
 async def list_events(request: web.Request) -> web.Response:
     operator(request)
     limit = query.limit(request.query)
-    found = await call(service(request).events, limit, query.text(request.query, "type"))
+    found = await call_read(service(request).events, limit, query.text(request.query, "type"))
     return reply(wire.events(found))
 
 
@@ -29,7 +29,7 @@ async def list_events(request: web.Request) -> web.Response:
 async def show_event(request: web.Request) -> web.Response:
     """The event with its decision and occurrence state."""
     operator(request)
-    found = await call(service(request).event, request.match_info["id"])
+    found = await call_read(service(request).event, request.match_info["id"])
     return reply(wire.event_detail(found))
 
 
@@ -38,14 +38,14 @@ async def list_runs(request: web.Request) -> web.Response:
     operator(request)
     state = query.choice(request.query, "state", RUN_STATES, "all")
     limit = query.limit(request.query)
-    found = await call(service(request).runs, limit, None if state == "all" else state)
+    found = await call_read(service(request).runs, limit, None if state == "all" else state)
     return reply(wire.runs(found))
 
 
 @routes.get("/runs/{id}")
 async def show_run(request: web.Request) -> web.Response:
     operator(request)
-    found = await call(service(request).run, request.match_info["id"])
+    found = await call_read(service(request).run, request.match_info["id"])
     return reply({"run": wire.record(found)})
 
 
@@ -58,7 +58,7 @@ async def list_journal(request: web.Request) -> web.Response:
     limit = query.integer(q, "limit", 100, 1, query.MAX_LIMIT)
     entity = query.choice(q, "entity", JOURNAL_ENTITIES, None)
     entity_id = query.text(q, "entityId")
-    found = await call(service(request).journal, limit, after, entity, entity_id)
+    found = await call_read(service(request).journal, limit, after, entity, entity_id)
     return reply(wire.journal(found, after))
 
 
@@ -67,7 +67,7 @@ async def metrics_text(request: web.Request) -> web.Response:
     """The audit figures in the Prometheus text format (operator token: loop names and
     volumes are an operator's business)."""
     operator(request)
-    figures = await call(service(request).stats)
+    figures = await call_read(service(request).stats)
     return web.Response(body=prometheus(figures), headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
 
@@ -77,8 +77,8 @@ async def status(request: web.Request) -> web.Response:
     (`?pileup=N`, default 3); never a secret."""
     config = settings(request)
     pileup = query.integer(request.query, "pileup", PILEUP, 0, 100_000)
-    found = await call(service(request).status)
-    doctor = await call(service(request).doctor, pileup)
+    found = await call_read(service(request).status)
+    doctor = await call_read(service(request).doctor, pileup)
     return reply(
         {
             **found,

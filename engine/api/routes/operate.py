@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.api import query, wire
 from engine.api.bodies import model_body, parse_json, read_body
-from engine.api.context import call, operator, reply, service, settings, wake
+from engine.api.context import call, call_read, operator, reply, service, settings, wake
 from engine.core.states import ProposalState
 
 PROPOSAL_STATES = frozenset({*(s.value for s in ProposalState), "all"})
@@ -31,14 +31,14 @@ async def list_proposals(request: web.Request) -> web.Response:
     operator(request)
     state = query.choice(request.query, "state", PROPOSAL_STATES, "open")
     limit = query.limit(request.query)
-    found = await call(service(request).proposals, limit, None if state == "all" else state)
+    found = await call_read(service(request).proposals, limit, None if state == "all" else state)
     return reply(wire.proposals(found))
 
 
 @routes.get("/proposals/{id}")
 async def show_proposal(request: web.Request) -> web.Response:
     operator(request)
-    found = await call(service(request).proposal, request.match_info["id"])
+    found = await call_read(service(request).proposal, request.match_info["id"])
     return reply({"proposal": wire.record(found)})
 
 
@@ -93,14 +93,16 @@ async def list_findings(request: web.Request) -> web.Response:
     status = query.choice(request.query, "status", FINDING_STATUSES, "candidate")
     loop = query.text(request.query, "loop")
     limit = query.limit(request.query)
-    found = await call(service(request).findings, limit, None if status == "all" else status, loop)
+    found = await call_read(
+        service(request).findings, limit, None if status == "all" else status, loop
+    )
     return reply({"findings": wire.records(found)})
 
 
 @routes.get("/findings/{id}")
 async def show_finding(request: web.Request) -> web.Response:
     operator(request)
-    found = await call(service(request).finding, request.match_info["id"])
+    found = await call_read(service(request).finding, request.match_info["id"])
     return reply({"finding": wire.record(found)})
 
 
@@ -126,5 +128,5 @@ async def dismiss_finding(request: web.Request) -> web.Response:
 async def shadow_report(request: web.Request) -> web.Response:
     operator(request)
     since = query.text(request.query, "since") or ""
-    report = await call(service(request).shadow_report, request.match_info["loop"], since)
+    report = await call_read(service(request).shadow_report, request.match_info["loop"], since)
     return reply(report)

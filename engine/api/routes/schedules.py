@@ -10,7 +10,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.api.bodies import model_body, parse_json, read_body
-from engine.api.context import call, operator, reply, service, settings, wake
+from engine.api.context import call, call_read, operator, reply, service, settings, wake
 from engine.core.ticks import slot_text
 from engine.service.schedules import parse_when
 
@@ -34,14 +34,14 @@ async def _json_body(request: web.Request) -> object:
 @routes.get("/schedules")
 async def list_schedules(request: web.Request) -> web.Response:
     operator(request)
-    found = await call(service(request).schedules)
+    found = await call_read(service(request).schedules)
     return reply({"schedules": found})
 
 
 @routes.get("/schedules/{loop}")
 async def show_schedule(request: web.Request) -> web.Response:
     operator(request)
-    found = await call(service(request).schedule, request.match_info["loop"])
+    found = await call_read(service(request).schedule, request.match_info["loop"])
     return reply({"schedule": found})
 
 
@@ -55,8 +55,8 @@ async def list_slots(request: web.Request) -> web.Response:
     text = request.query.get("since")
     since = parse_when(text, now) if text else now - timedelta(hours=24)
     loop = request.match_info["loop"]
-    entry = await call(engine.schedule, loop)
-    found = await call(engine.slots, loop, since)
+    entry = await call_read(engine.schedule, loop)
+    found = await call_read(engine.slots, loop, since)
     doc = {"loop": loop, "since": slot_text(since), "enabledSince": entry["enabledSince"]}
     return reply({**doc, "slots": found})
 
