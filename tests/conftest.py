@@ -318,17 +318,19 @@ def postgres_server() -> Iterator[databases.Server]:
     if given:
         yield databases.Server(given)
         return
-    bindir = databases.server_binaries()
-    if bindir is None:
-        databases.unavailable("initdb/pg_ctl not found (install Debian's postgresql package)")
-    assert bindir is not None
-    cluster = databases.Cluster(bindir)
-    try:
-        cluster.start()
-    except (RuntimeError, OSError) as err:
-        cluster.stop()
-        databases.unavailable(f"could not start a cluster: {err}")
+    cluster = databases.started_cluster()
     yield databases.Server(cluster.url)
+    cluster.stop()
+
+
+@pytest.fixture
+def own_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[databases.Cluster]:
+    """A PostgreSQL cluster of this test's own, which it may stop and start again (the
+    session's shared one must stay up); the test runs in tmp_path, so a PostgreSQL
+    store's artifacts (var/artifacts) go there."""
+    monkeypatch.chdir(tmp_path)
+    cluster = databases.started_cluster()
+    yield cluster
     cluster.stop()
 
 

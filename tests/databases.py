@@ -134,6 +134,22 @@ class Server:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def started_cluster() -> Cluster:
+    """A new cluster, started: skipped (failed under ENGINE_REQUIRE_POSTGRES=1) with the
+    reason when the server's binaries are missing or it does not start."""
+    bindir = server_binaries()
+    if bindir is None:
+        unavailable("initdb/pg_ctl not found (install Debian's postgresql package)")
+    assert bindir is not None
+    cluster = Cluster(bindir)
+    try:
+        cluster.start()
+    except (RuntimeError, OSError) as err:
+        cluster.stop()
+        unavailable(f"could not start a cluster: {err}")
+    return cluster
+
+
 def unavailable(reason: str) -> None:
     """Skip, or fail under ENGINE_REQUIRE_POSTGRES=1."""
     if os.environ.get(REQUIRE_ENV) == "1":

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -415,23 +415,6 @@ def run_wave(
     )
     assert (counts.lost, counts.duplicated, counts.stuck) == (0, 0, 0), counts
     return fleet, counts
-
-
-@pytest.fixture
-def own_cluster(tmp_path: Path) -> Iterator[databases.Cluster]:
-    """A PostgreSQL cluster of this test's own, which it may restart."""
-    bindir = databases.server_binaries()
-    if bindir is None:
-        databases.unavailable("initdb/pg_ctl not found (install Debian's postgresql package)")
-    assert bindir is not None
-    cluster = databases.Cluster(bindir)
-    try:
-        cluster.start()
-    except (RuntimeError, OSError) as err:
-        cluster.stop()
-        databases.unavailable(f"could not start a cluster: {err}")
-    yield cluster
-    cluster.stop()
 
 
 def test_three_serves_and_two_workers_on_postgresql_survive_sigkill(

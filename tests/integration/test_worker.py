@@ -693,25 +693,6 @@ def test_a_restarted_worker_records_the_result_it_left(
     assert "from its result file" in log.read_text()
 
 
-@pytest.fixture
-def own_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[databases.Cluster]:
-    """A PostgreSQL cluster of this test's own, which it may stop and start again (the
-    suite's shared one must stay up). Artifacts go under tmp_path (var/artifacts)."""
-    bindir = databases.server_binaries()
-    if bindir is None:
-        databases.unavailable("initdb/pg_ctl not found (install Debian's postgresql package)")
-    assert bindir is not None
-    monkeypatch.chdir(tmp_path)
-    cluster = databases.Cluster(bindir)
-    try:
-        cluster.start()
-    except (RuntimeError, OSError) as err:
-        cluster.stop()
-        databases.unavailable(f"could not start a cluster: {err}")
-    yield cluster
-    cluster.stop()
-
-
 def test_a_postgresql_restart_loses_no_finished_run(
     own_cluster: databases.Cluster, runtime_paths: Paths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
