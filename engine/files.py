@@ -14,6 +14,7 @@ import errno
 import fnmatch
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import ruamel.yaml
@@ -158,6 +159,21 @@ def json_too_deep(text: str) -> tuple[int, int] | None:
         elif mark in "]}":
             depth -= 1
     return None
+
+
+def read_nested(
+    path: Path, collector: Collector, measure: Callable[[str], tuple[int, int] | None]
+) -> str | None:
+    """`read_text`, then refused (None, with E0908) when `measure` (yaml_too_deep or
+    json_too_deep) finds the text nested deeper than MAX_NESTING."""
+    text = read_text(path, collector)
+    if text is None:
+        return None
+    deep = measure(text)
+    if deep is not None:
+        too_deep(collector, display(path), deep)
+        return None
+    return text
 
 
 def too_deep(collector: Collector, file: str, where: tuple[int, int]) -> None:

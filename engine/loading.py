@@ -32,7 +32,7 @@ from engine.core.inputs import Located, Tree
 from engine.core.registry import Definition, EventType
 from engine.core.ruleset import RuleSet
 from engine.files import display as display
-from engine.files import json_too_deep, not_a_file, read_text, too_deep, yaml_too_deep
+from engine.files import json_too_deep, not_a_file, read_nested, read_text, yaml_too_deep
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -130,12 +130,8 @@ def read_yaml(path: Path, collector: Collector, fast: bool = False) -> Any:
     """Parse a YAML file (keeping positions unless `fast`); None (with a diagnostic)
     when it is not YAML."""
     name = display(path)
-    text = read_text(path, collector)
+    text = read_nested(path, collector, yaml_too_deep)
     if text is None:
-        return None
-    deep = yaml_too_deep(text)
-    if deep is not None:
-        too_deep(collector, name, deep)
         return None
     try:
         return _yaml(fast).load(text)
@@ -288,12 +284,8 @@ def _sections(
 
 def _load_json(path: Path, collector: Collector) -> dict[str, Any] | None:
     name = display(path)
-    text = read_text(path, collector)
+    text = read_nested(path, collector, json_too_deep)
     if text is None:
-        return None
-    deep = json_too_deep(text)
-    if deep is not None:
-        too_deep(collector, name, deep)
         return None
     try:
         data = json.loads(text)
