@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from engine.api.context import settings
 from engine.core.envelope import Envelope
-from engine.core.nesting import MAX_BODY_DEPTH, text_depth
+from engine.core.nesting import MAX_BODY_DEPTH, nests_deeper
 from engine.errors import BadRequest, PayloadTooLarge, RequestTimeout, Unprocessable
 
 MAX_BATCH = 500
@@ -88,7 +88,7 @@ def parse_json(body: bytes, empty: Any = None) -> Any:
         if empty is not None:
             return empty
         raise BadRequest("the body is empty; expected JSON", reason="invalid_json")
-    if text_depth(body, MAX_BODY_DEPTH) > MAX_BODY_DEPTH:
+    if nests_deeper(body, MAX_BODY_DEPTH):
         raise Unprocessable(
             f"the body nests arrays and objects deeper than {MAX_BODY_DEPTH} levels",
             reason="too_deep",
@@ -102,7 +102,7 @@ def parse_json(body: bytes, empty: Any = None) -> Any:
         ) from None
     except (UnicodeDecodeError, ValueError) as err:  # also Python's int digit limit
         raise BadRequest(f"the body is not valid JSON: {err}", reason="invalid_json") from None
-    except RecursionError:  # text_depth bounds nesting first; kept as a backstop
+    except RecursionError:  # nests_deeper bounds nesting first; kept as a backstop
         raise Unprocessable("the body nests too deeply", reason="too_deep") from None
     if (b"\\u" in body) and not all(map(_storable, strings(data))):
         raise BadRequest(

@@ -22,7 +22,15 @@ from engine.api.routes import github as github_route
 from engine.api.routes.operate import ApproveBody, CancelBody, DecideFindingBody, RejectBody
 from engine.api.routes.schedules import PauseBody, ResumeBody
 from engine.core.envelope import Envelope, iso, parse_iso
-from engine.core.nesting import MAX_BODY_DEPTH, MAX_PAYLOAD_DEPTH, PRUNED, depth, prune, text_depth
+from engine.core.nesting import (
+    MAX_BODY_DEPTH,
+    MAX_PAYLOAD_DEPTH,
+    PRUNED,
+    depth,
+    nests_deeper,
+    prune,
+    text_depth,
+)
 from engine.core.ruleset import Repo
 from engine.errors import EngineError
 from engine.loading import Paths, load_rules
@@ -258,3 +266,12 @@ def test_payload_depth_is_bounded_at_admission() -> None:
     assert depth(envelope(occurredAt=NOW, payload=payload(MAX_PAYLOAD_DEPTH)).payload, 99) == 32
     with pytest.raises(ValidationError, match="deeper than 32"):
         envelope(occurredAt=NOW, payload=payload(MAX_PAYLOAD_DEPTH + 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.integers(min_value=0, max_value=8))
+def test_the_quick_depth_check_agrees_with_the_measure(value: Any, limit: int) -> None:
+    """`nests_deeper` (with its shortcut for text with few brackets) answers what
+    `text_depth` measures, for any JSON and any limit."""
+    body = json.dumps(value).encode()
+    assert nests_deeper(body, limit) == (text_depth(body, limit) > limit)
