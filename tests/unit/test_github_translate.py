@@ -404,6 +404,15 @@ def test_no_secret_or_no_header_never_verifies() -> None:
     assert not verify_signature([b"secret"], b"data", "")
 
 
+@pytest.mark.parametrize(
+    "header", ["sha256=é" + "0" * 63, "sha256=" + "\u0663" * 64, "ünïcode", "sha256=\x00"]
+)
+def test_a_non_ascii_signature_header_fails_verification(header: str) -> None:
+    """A signature header with characters outside ASCII is a signature that does not
+    verify (a 401), never an error (a 500)."""
+    assert verify_signature([b"s3cret"], b"data", header) is False
+
+
 def test_secrets_are_read_from_the_environment_comma_separated() -> None:
     """ENGINE_GITHUB_WEBHOOK_SECRET holds one or more secrets; blank entries are ignored."""
     assert parse_secrets("new, old,,") == (b"new", b"old")
