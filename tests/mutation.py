@@ -12,7 +12,9 @@ count as killed), and their time sets the module's timeout, so a mutant that mak
 tests loop or crawl is stopped and counted as killed by the timeout (the summary shows
 how many were). Hypothesis runs with a fixed seed (`--seed`), so a run is reproducible.
 A mutant that cannot change behaviour (an equivalent mutant) is listed, with the
-reason, in tests/mutation_equivalent.txt and left out of the score.
+reason, in tests/mutation_equivalent.txt and left out of the score; an entry whose
+mutant no longer exists (its line changed) stops the run until it is judged again
+(docs/testing.md).
 
 Options: --sample N (a reproducible sample of N mutants, --seed S; default: all),
 --module PATH (only that module; repeatable), --jobs J (parallel copies), --list
