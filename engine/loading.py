@@ -168,6 +168,8 @@ def node_span(file: str, node: Any, key: str | int | None = None) -> Span:
             line, col = lc.key(key)
     except (KeyError, IndexError, TypeError):
         line, col = lc.line, lc.col
+    if line is None or col is None:  # a node the parser made without a place (a lone `=`)
+        return Span(file, 1, 1)
     return Span(file, line + 1, col + 1)
 
 

@@ -6,10 +6,15 @@ cover the module against each, and prints the share of non-equivalent mutants th
 tests kill (a failing test kills a mutant; a mutant that passes every test survived).
 
 The source is never touched: each mutant is written into a copy of the checkout in a
-temporary directory, and the tests run there in a subprocess (so a mutant that loops
-forever is stopped by a timeout, counted as killed). A mutant that cannot change
-behaviour (an equivalent mutant) is listed, with the reason, in
-tests/mutation_equivalent.txt and left out of the score.
+temporary directory, and the tests run there in a subprocess. First the unmodified
+tests of every module run once in each copy: they must pass (else every mutant would
+count as killed), and their time sets the module's timeout, so a mutant that makes the
+tests loop or crawl is stopped and counted as killed by the timeout (the summary shows
+how many were). Hypothesis runs with a fixed seed (`--seed`), so a run is reproducible.
+A mutant that cannot change behaviour (an equivalent mutant) is listed, with the
+reason, in tests/mutation_equivalent.txt and left out of the score; an entry whose
+mutant no longer exists (its line changed) stops the run until it is judged again
+(docs/testing.md).
 
 Options: --sample N (a reproducible sample of N mutants, --seed S; default: all),
 --module PATH (only that module; repeatable), --jobs J (parallel copies), --list
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import io
 import os
 import random
 import shutil
@@ -27,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,7 +41,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = ROOT / "tests" / "mutation_equivalent.txt"
-TIMEOUT_S = 120
+# A mutant's tests time out at TIMEOUT_FACTOR times the unmodified tests' time in the
+# same copy, and never sooner than MIN_TIMEOUT_S.
+TIMEOUT_FACTOR = 10
+MIN_TIMEOUT_S = 30.0
 
 # module -> (the unit tests that hold it, the functions to mutate: None for all)
 TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
@@ -47,7 +57,10 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "engine/core/decisions.py": (("tests/unit/test_actors.py",), None),
     "engine/core/authority.py": (("tests/unit/test_authority.py",), None),
     "engine/core/nesting.py": (("tests/unit/test_bodies.py",), None),
-    "engine/core/ticks.py": (("tests/unit/test_bridge.py", "tests/unit/test_slots.py"), None),
+    "engine/core/ticks.py": (
+        ("tests/unit/test_ticks.py", "tests/unit/test_bridge.py", "tests/unit/test_slots.py"),
+        None,
+    ),
     "engine/intake/github.py": (("tests/unit/test_github_translate.py",), None),
     "engine/core/policy.py": (("tests/unit/test_policy.py",), None),
     "engine/adapters/command.py": (
@@ -121,11 +134,14 @@ class Mutant:
     function: str
     description: str
     source_line: str
+    occurrence: int = 1  # the how-manieth mutant of the same key in the module
 
     @property
     def key(self) -> str:
-        """How tests/mutation_equivalent.txt names it: stable when lines move."""
-        return f"{self.module} | {self.function} | {self.source_line} | {self.description}"
+        """How tests/mutation_equivalent.txt names it: stable when lines move, and unique
+        in its module (the second of two like changes on one line ends in ` #2`)."""
+        key = f"{self.module} | {self.function} | {self.source_line} | {self.description}"
+        return key if self.occurrence == 1 else f"{key} #{self.occurrence}"
 
 
 # ---- finding mutation points --------------------------------------------------------------
@@ -254,15 +270,29 @@ class _Replace(ast.NodeTransformer):
         return super().generic_visit(node)
 
 
+def _code_lines(source: str) -> list[str]:
+    """The source's lines without their comments (a key never changes with a comment)."""
+    lines = source.splitlines()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            row, column = token.start
+            lines[row - 1] = lines[row - 1][:column]
+    return lines
+
+
 def mutants_of(module: str) -> list[Mutant]:
     source = (ROOT / module).read_text(encoding="utf-8")
-    lines = source.splitlines()
+    lines = _code_lines(source)
     tree = ast.parse(source)
     only = TARGETS[module][1]
     found = []
+    seen: dict[tuple[str, str, str], int] = {}
     for index, (node, func, description) in enumerate(_points(tree, only)):
         line = getattr(node, "lineno", 1)
-        found.append(Mutant(module, index, line, func, description, lines[line - 1].strip()))
+        text = lines[line - 1].strip()
+        seen[func, text, description] = seen.get((func, text, description), 0) + 1
+        occurrence = seen[func, text, description]
+        found.append(Mutant(module, index, line, func, description, text, occurrence))
     return found
 
 
@@ -294,30 +324,54 @@ def _copy_checkout(into: Path) -> Path:
     return into
 
 
-def run_tests(checkout: Path, tests: tuple[str, ...]) -> bool:
-    """True when the tests pass (the mutant survived)."""
+SURVIVED, KILLED, TIMED_OUT = "survived", "killed", "timed out"
+
+
+def run_tests(checkout: Path, tests: tuple[str, ...], timeout: float, seed: int) -> str:
+    """SURVIVED when the tests pass, KILLED when one fails, TIMED_OUT past `timeout`."""
     env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONDONTWRITEBYTECODE": "1"}
-    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+    argv += [f"--hypothesis-seed={seed}", *tests]
     try:
         done = subprocess.run(
-            argv, cwd=checkout, env=env, capture_output=True, timeout=TIMEOUT_S, check=False
+            argv, cwd=checkout, env=env, capture_output=True, timeout=timeout, check=False
         )
     except subprocess.TimeoutExpired:
-        return False  # a mutant that hangs the tests is caught by them
-    return done.returncode == 0
+        return TIMED_OUT  # a mutant that hangs the tests is caught by them
+    return SURVIVED if done.returncode == 0 else KILLED
 
 
-def _worker(mutants: list[Mutant], checkout: Path, report: list[tuple[Mutant, bool]]) -> None:
+def baseline(checkout: Path, modules: list[str], seed: int) -> dict[str, float]:
+    """Each module's timeout, from its unmodified tests' time in `checkout`; raises
+    SystemExit naming the tests when they do not pass without any mutant."""
+    timeouts: dict[str, float] = {}
+    for module in modules:
+        tests = TARGETS[module][0]
+        started = time.monotonic()
+        outcome = run_tests(checkout, tests, 30 * 60, seed)
+        if outcome != SURVIVED:
+            raise SystemExit(f"the unit tests of {module} fail without a mutant: {' '.join(tests)}")
+        timeouts[module] = max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * (time.monotonic() - started))
+    return timeouts
+
+
+def _worker(
+    mutants: list[Mutant],
+    checkout: Path,
+    seed: int,
+    timeouts: dict[str, float],
+    report: list[tuple[Mutant, str]],
+) -> None:
     for mutant in mutants:
         target = checkout / mutant.module
         original = target.read_text(encoding="utf-8")
         target.write_text(mutated_source(mutant), encoding="utf-8")
         try:
-            survived = run_tests(checkout, TARGETS[mutant.module][0])
+            outcome = run_tests(checkout, TARGETS[mutant.module][0], timeouts[mutant.module], seed)
         finally:
             target.write_text(original, encoding="utf-8")
-        report.append((mutant, survived))
-        print("S" if survived else ".", end="", flush=True)
+        report.append((mutant, outcome))
+        print({SURVIVED: "S", KILLED: ".", TIMED_OUT: "T"}[outcome], end="", flush=True)
 
 
 def equivalent_keys() -> dict[str, str]:
@@ -325,10 +379,12 @@ def equivalent_keys() -> dict[str, str]:
     if not EQUIVALENT.is_file():
         return {}
     found = {}
-    for raw in EQUIVALENT.read_text(encoding="utf-8").splitlines():
+    for number, raw in enumerate(EQUIVALENT.read_text(encoding="utf-8").splitlines(), 1):
         if not raw.strip() or raw.startswith("#"):
             continue
-        key, _, reason = raw.partition("  # ")
+        key, _, reason = raw.rpartition("  # ")
+        if not key.strip() or not reason.strip():
+            raise SystemExit(f"{EQUIVALENT.name}:{number}: write `key  # why it is equivalent`")
         found[key.strip()] = reason.strip()
     return found
 
@@ -349,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     equivalent = equivalent_keys()
     every = [m for module in modules for m in mutants_of(module)]
     candidates = [m for m in every if m.key not in equivalent]
+    keys = {m.key for m in every}
+    stale = [k for k in equivalent if k.split(" | ")[0] in modules and k not in keys]
+    if stale:
+        print(f"{EQUIVALENT.name} names mutants that no longer exist (judge them again):")
+        print("\n".join(f"  {k}" for k in stale))
+        return 2
     chosen = candidates
     if args.sample and args.sample < len(candidates):
         chosen = sorted(random.Random(args.seed).sample(candidates, args.sample), key=_order)
@@ -361,13 +423,22 @@ def main(argv: list[str] | None = None) -> int:
         f"marked equivalent; running {len(chosen)} with {args.jobs} jobs"
     )
     started = time.monotonic()
-    report: list[tuple[Mutant, bool]] = []
+    report: list[tuple[Mutant, str]] = []
+    jobs = max(1, min(args.jobs, len(chosen)))
     with tempfile.TemporaryDirectory(prefix="engine-mutation-") as tmp:
-        checkouts = [_copy_checkout(Path(tmp) / f"copy{i}" / "main") for i in range(args.jobs)]
-        shares = [chosen[i :: args.jobs] for i in range(args.jobs)]
-        with ThreadPoolExecutor(args.jobs) as pool:
-            for share, checkout in zip(shares, checkouts, strict=True):
-                pool.submit(_worker, share, checkout, report)
+        checkouts = [_copy_checkout(Path(tmp) / f"copy{i}" / "main") for i in range(jobs)]
+        shares = [chosen[i::jobs] for i in range(jobs)]
+        with ThreadPoolExecutor(jobs) as pool:
+            # each copy times its own unmodified tests, under the load the mutants will see
+            timeouts = list(
+                pool.map(baseline, checkouts, map(_modules_of, shares), [args.seed] * jobs)
+            )
+            running = [
+                pool.submit(_worker, share, checkout, args.seed, limits, report)
+                for share, checkout, limits in zip(shares, checkouts, timeouts, strict=True)
+            ]
+            for job in running:
+                job.result()  # a worker's error is the run's, never a silent gap
     print()
     return _summary(report, modules, time.monotonic() - started, args.target)
 
@@ -376,19 +447,25 @@ def _order(m: Mutant) -> tuple[str, int]:
     return (m.module, m.index)
 
 
+def _modules_of(mutants: list[Mutant]) -> list[str]:
+    return sorted({m.module for m in mutants})
+
+
 def _summary(
-    report: list[tuple[Mutant, bool]], modules: list[str], seconds: float, target: float | None
+    report: list[tuple[Mutant, str]], modules: list[str], seconds: float, target: float | None
 ) -> int:
-    survivors = sorted((m for m, survived in report if survived), key=_order)
-    print(f"{'module':<32} {'mutants':>8} {'killed':>7} {'score':>6}")
+    survivors = sorted((m for m, outcome in report if outcome == SURVIVED), key=_order)
+    print(f"{'module':<32} {'mutants':>8} {'killed':>7} {'timeout':>8} {'score':>6}")
     for module in modules:
-        mine = [s for m, s in report if m.module == module]
+        mine = [outcome for m, outcome in report if m.module == module]
         if mine:
-            killed = sum(1 for s in mine if not s)
-            print(f"{module:<32} {len(mine):>8} {killed:>7} {killed / len(mine):>6.2f}")
-    killed = sum(1 for _, s in report if not s)
+            killed = sum(1 for o in mine if o != SURVIVED)
+            late = mine.count(TIMED_OUT)
+            print(f"{module:<32} {len(mine):>8} {killed:>7} {late:>8} {killed / len(mine):>6.2f}")
+    killed = sum(1 for _, o in report if o != SURVIVED)
+    late = sum(1 for _, o in report if o == TIMED_OUT)
     score = killed / len(report) if report else 1.0
-    print(f"{'all':<32} {len(report):>8} {killed:>7} {score:>6.2f}   ({seconds:.0f} s)")
+    print(f"{'all':<32} {len(report):>8} {killed:>7} {late:>8} {score:>6.2f}   ({seconds:.0f} s)")
     if survivors:
         print("\nsurvivors (a test should fail for each, or it is equivalent: say why in")
         print("tests/mutation_equivalent.txt):")

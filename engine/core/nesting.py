@@ -17,14 +17,14 @@ PRUNED: Final = "…"  # stands for what `prune` cut
 _STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
 _BRACKETS = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
-_OPEN, _CLOSE = ord("["), ord("]")
 
 
 def text_depth(body: bytes, limit: int) -> int:
     """How deep the arrays and objects of JSON text nest (0 for a scalar), counting
     only up to `limit + 1`: a result above `limit` means "too deep". Brackets inside
-    strings do not count; text that is not JSON gives some number, and the parser
-    then says what is wrong with it."""
+    strings do not count. Text that is not JSON is bounded too: the levels it leaves
+    open (a body cut off) count, a close that matches nothing is ignored, and the
+    parser then says what is wrong with text that is not too deep."""
     brackets = _STRING.sub(b"", body).translate(_BRACKETS, _NOT_BRACKETS)
     if b"[" * (limit + 1) in brackets:  # the usual attack, found in one C-speed search
         return limit + 1
@@ -32,9 +32,9 @@ def text_depth(body: bytes, limit: int) -> int:
     while b"[]" in brackets and passes <= limit:  # each pass peels one level of leaves
         brackets = brackets.replace(b"[]", b"")
         passes += 1
-    if not brackets:
-        return passes
-    return max(passes, _scan(brackets, limit))
+    # Left now: nothing (JSON, all peeled); more than `limit` levels still to peel; or,
+    # in text that is not JSON, closes that match nothing, then the opens never closed.
+    return min(max(passes, brackets.count(b"[")), limit + 1)
 
 
 def nests_deeper(body: bytes, limit: int) -> bool:
@@ -44,19 +44,6 @@ def nests_deeper(body: bytes, limit: int) -> bool:
     if body.count(b"[") + body.count(b"{") <= limit:
         return False
     return text_depth(body, limit) > limit
-
-
-def _scan(brackets: bytes, limit: int) -> int:
-    """The deepest open bracket, stopping past `limit` or at an unmatched close."""
-    level = deepest = 0
-    for char in brackets:
-        level += 1 if char == _OPEN else -1
-        if level < 0:
-            break
-        deepest = max(deepest, level)
-        if deepest > limit:
-            break
-    return deepest
 
 
 def depth(value: Any, limit: int) -> int:

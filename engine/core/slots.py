@@ -214,7 +214,6 @@ def _all(
     skips: list[SkipRange],
 ) -> Pass:
     step = timedelta(seconds=seq.every_seconds)
-    capped = 0
     if policy.cap is not None and total > policy.cap:
         capped = total - policy.cap
         last_capped = first + step * (capped - 1)

@@ -53,3 +53,10 @@ def test_only_operator_actors_with_valid_names_are_human(actor: str) -> None:
     expected = actor.startswith("operator:") and operator_name_problem(name) is None
     assert is_human(actor) is expected
     assert not is_human(name) or name.startswith("operator:")
+
+
+def test_a_long_refused_name_is_quoted_cut_at_80_characters() -> None:
+    """A refused operator name is quoted in the error (shown by the CLI and the HTTP
+    answer) at most its first 80 characters, so a huge header never floods either."""
+    problem = operator_name_problem("Z" * 10_000)
+    assert problem is not None and problem.startswith(f"operator name '{'Z' * 80}' must match")

@@ -190,6 +190,59 @@ def test_text_depth_is_the_depth_of_the_parsed_value(value: Any) -> None:
     assert text_depth(json.dumps(value).encode(), 64) == depth(value, 64)
 
 
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.integers(min_value=0, max_value=5))
+def test_text_depth_is_exact_up_to_any_limit(value: Any, limit: int) -> None:
+    """At any limit, the depth measured on the text is the parsed value's, counted up to
+    limit + 1: a value exactly at the limit passes, one level more is too deep."""
+    assert text_depth(json.dumps(value).encode(), limit) == depth(value, limit)
+
+
+# Values whose strings hold no brackets, so a cut anywhere leaves brackets of structure only.
+plain_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text("ab c", max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text("xy", max_size=2), inner),
+    max_leaves=20,
+)
+
+
+def levels(text: bytes) -> tuple[int, int]:
+    """(the levels still open at the end of `text`, the deepest level it reached)."""
+    level = deepest = 0
+    for char in text.translate(None, b'"abcxy ,:0123456789-eflnrstu'):
+        level += 1 if char in b"[{" else -1
+        deepest = max(deepest, level)
+    return level, deepest
+
+
+@settings(max_examples=300, deadline=None)
+@given(plain_values, st.integers(min_value=0, max_value=5), st.data())
+def test_a_body_cut_off_counts_the_levels_it_leaves_open(
+    value: Any, limit: int, data: st.DataObject
+) -> None:
+    """A body cut off anywhere (not JSON) is measured too: at least the levels it leaves
+    open, at most the deepest it reached, counted up to limit + 1."""
+    text = json.dumps(value).encode()
+    cut = text[: data.draw(st.integers(min_value=0, max_value=len(text)))]
+    still_open, deepest = levels(cut)
+    assert min(still_open, limit + 1) <= text_depth(cut, limit) <= min(deepest, limit + 1)
+
+
+def test_a_truncated_body_nested_past_the_limit_is_too_deep() -> None:
+    """A body that opens 70 levels and never closes them is too deep before it is
+    parsed, siblings between the levels or a close that matches nothing before them
+    notwithstanding; so is one cut off after going 65 levels deep in a row."""
+    cut_off = b"[[]," * 70
+    assert text_depth(cut_off, MAX_BODY_DEPTH) == MAX_BODY_DEPTH + 1
+    assert text_depth(b"[" * 70, MAX_BODY_DEPTH) == MAX_BODY_DEPTH + 1
+    assert text_depth(b"[" * 7, MAX_BODY_DEPTH) == 7
+    went_deep = b"[" * (MAX_BODY_DEPTH + 1) + b"]" * 5  # 65 levels, the innermost closed
+    for body in (cut_off, b"]" + cut_off, b'{"a": ' + cut_off, went_deep):
+        with pytest.raises(EngineError) as refused:
+            parse_json(body)
+        assert (refused.value.status, refused.value.details["reason"]) == (422, "too_deep")
+
+
 def test_depths_stop_counting_past_the_limit_without_recursing() -> None:
     """A 200,000-deep text or value is measured (as limit + 1) without a RecursionError."""
     assert text_depth(b"[" * 200_000, MAX_BODY_DEPTH) == MAX_BODY_DEPTH + 1

@@ -3,20 +3,25 @@ allowlist and reading the result line; and the fake adapter's answer."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine.adapters import Adapters, AgentAdapter, FakeAdapter
+from engine.adapters import Adapters, AgentAdapter, FakeAdapter, Job
 from engine.adapters.command import (
     ArgumentRefused,
     build_argv,
     build_env,
+    builtins_for,
     describe_exit,
     judge,
     parse_result,
+    workspace_path,
 )
 from engine.adapters.fake import answer
+from engine.core.records import EventRecord, RunRecord
 from engine.core.registry import Definition, FakeScript
 
 BUILTINS = {"python": "/usr/bin/python3", "run_id": "run-1", "run_dir": "/r", "event_id": "ev-1"}
@@ -100,6 +105,56 @@ def test_a_value_outside_its_type_is_refused(changes: dict[str, Any], why: str) 
     assert why in err.value.message
 
 
+def job(definition: Definition, run_dir: Path) -> Job:
+    """The job of run `run-7` handling event `ev-42`."""
+    event = EventRecord(
+        "ev-42", "a.b", "manual", "", "2026-12-01T09:00:00Z", "ev-42", payload(), None, "", ""
+    )
+    run = RunRecord(
+        "run-7", "event:ev-42", "ev-42", None, None, "tool@1", "started", "", 1, "w1", None, ""
+    )
+    return Job(run, event, definition, run_dir)
+
+
+def test_builtins_name_the_interpreter_the_run_its_directory_and_its_event(
+    tmp_path: Path,
+) -> None:
+    """{python}, {run_id}, {run_dir} and {event_id} fill with the engine's interpreter,
+    the run's id, its artifact directory and the id of the event it handles."""
+    argv = ["{python}", "{run_id}", "--out={run_dir}/out", "{event_id}"]
+    definition = command(argv=argv, params={})
+    filled = build_argv(definition, builtins_for(job(definition, tmp_path)), {})
+    assert filled == [sys.executable, "run-7", f"--out={tmp_path}/out", "ev-42"]
+
+
+def test_a_workspace_path_fills_like_argv(tmp_path: Path) -> None:
+    """A workspace template fills its builtins and params as argv does; without a
+    workspace a command runs in its run's directory (no path)."""
+    params = {"name": {"from": "payload.repo.name", "type": "name"}}
+    template = {"path": "{run_dir}/ws/{name}-{event_id}"}
+    spaced = command(argv=["tool"], params=params, workspace=template)
+    builtins = builtins_for(job(spaced, tmp_path))
+    assert workspace_path(spaced, builtins, payload()) == tmp_path / "ws" / "web-ev-42"
+    assert workspace_path(command(), builtins, payload()) is None
+
+
+def test_a_workspace_value_outside_its_type_is_refused(tmp_path: Path) -> None:
+    """A workspace placeholder's value must fit its param type too: nothing runs."""
+    params = {"name": {"from": "payload.repo.name", "type": "name"}}
+    spaced = command(argv=["tool"], params=params, workspace={"path": "/srv/{name}"})
+    with pytest.raises(ArgumentRefused, match="not a valid name"):
+        workspace_path(spaced, BUILTINS, payload(repo={"name": "../etc"}))
+
+
+def test_a_long_refused_value_is_quoted_cut_at_80_characters() -> None:
+    """A value that fails its type is quoted in the run's error at most its first 80
+    characters, so a huge payload value never floods the run record or the journal."""
+    with pytest.raises(ArgumentRefused) as err:
+        build_argv(command(), BUILTINS, payload(sha="Q" * 10_000))
+    quoted = "Q" * 80
+    assert err.value.message == f"param 'sha' (payload.sha) = '{quoted}' is not a valid sha"
+
+
 def test_environment_is_an_allowlist() -> None:
     """Only the base names and the definition's declared names are copied (when set),
     plus the run's ids."""
@@ -157,6 +212,11 @@ def test_no_result_line_fails_naming_it() -> None:
         "command exited with code 0 but printed no JSON object on its last stdout line; "
         "stderr tail: (empty)",
     )
+
+
+def test_a_zero_exit_with_a_result_line_succeeds() -> None:
+    """A zero exit whose last stdout line is a JSON object is the run's result, no error."""
+    assert judge(0, 'working\n{"outcome": "OK"}\n', "a warning\n") == ({"outcome": "OK"}, None)
 
 
 def test_a_signal_is_named() -> None:

@@ -26,6 +26,7 @@ from engine.intake.github import (
     Rejected,
     Translation,
     delivery_problem,
+    repo_scope,
     sign,
     translate,
     verify_signature,
@@ -328,6 +329,20 @@ def test_table_where_no_line_matches_is_unhandled_event(rules: RuleSet) -> None:
     assert run(custom, "push", fixture("push.payload.json")) == Ignored("unhandled_event")
 
 
+def test_the_repo_a_table_reads(rules: RuleSet) -> None:
+    """`repo` is the configured repository matched by `repository.full_name`, or for an
+    unknown one the stand-in docs/github.md gives: not configured, not report-only."""
+    assert repo_scope(rules, {"full_name": "octo-org/OCTO-docs"}) == REPOS["octo-docs"].as_scope()
+    assert repo_scope(rules, {"full_name": "someone/elsewhere"}) == {
+        "configured": False,
+        "name": None,
+        "github": "someone/elsewhere",
+        "base": None,
+        "report_only": False,
+    }
+    assert repo_scope(rules, {"full_name": 7})["github"] is None
+
+
 def test_repo_and_delivery_win_over_payload_fields(rules: RuleSet) -> None:
     """A payload field named `repo` cannot stand in for the configured repository."""
     payload = in_repo(fixture("pull_request.opened.payload.json"), "someone/elsewhere")
@@ -387,6 +402,15 @@ def test_no_secret_or_no_header_never_verifies() -> None:
     assert not verify_signature([], b"data", sign(b"", b"data"))
     assert not verify_signature([b"secret"], b"data", None)
     assert not verify_signature([b"secret"], b"data", "")
+
+
+@pytest.mark.parametrize(
+    "header", ["sha256=é" + "0" * 63, "sha256=" + "\u0663" * 64, "ünïcode", "sha256=\x00"]
+)
+def test_a_non_ascii_signature_header_fails_verification(header: str) -> None:
+    """A signature header with characters outside ASCII is a signature that does not
+    verify (a 401), never an error (a 500)."""
+    assert verify_signature([b"s3cret"], b"data", header) is False
 
 
 def test_secrets_are_read_from_the_environment_comma_separated() -> None:
@@ -455,28 +479,31 @@ def table_rules(tmp_path: Path, emit: str) -> RuleSet:
 
 
 @pytest.mark.parametrize(
-    ("emit", "kind"),
+    ("emit", "says"),
     [
-        ('emit factory.merge.requested subject pull_request.user { repo: "x" }', "an object"),
-        ('emit factory.merge.requested subject pull_request.locked { repo: "x" }', "a boolean"),
-        ('emit factory.merge.requested subject pull_request.labels { repo: "x" }', "a list"),
-        ('emit factory.merge.requested subject pull_request.milestone { repo: "x" }', "null"),
-        ('emit factory.merge.requested id pull_request.locked { repo: "x" }', "a boolean"),
-        ('emit factory.merge.requested id pull_request.head { repo: "x" }', "an object"),
-        ('emit factory.merge.requested id "pr-{pull_request.milestone}" { repo: "x" }', "null"),
-        ('emit factory.merge.requested id "pr-{pull_request.draft}" { repo: "x" }', "a boolean"),
+        ("subject pull_request.user", "'pull_request.user' is an object"),
+        ("subject pull_request.locked", "'pull_request.locked' is a boolean"),
+        ("subject pull_request.labels", "'pull_request.labels' is a list"),
+        ("subject pull_request.milestone", "'pull_request.milestone' is null"),
+        ("subject (pull_request.locked == false)", "the value is a boolean"),
+        ("id pull_request.locked", "'pull_request.locked' is a boolean"),
+        ("id pull_request.head", "'pull_request.head' is an object"),
+        ('id "pr-{pull_request.milestone}"', "'pull_request.milestone' is null"),
+        ('id "pr-{pull_request.draft}"', "'pull_request.draft' is a boolean"),
     ],
 )
 def test_object_boolean_or_null_as_subject_or_id_is_refused(
-    tmp_path: Path, emit: str, kind: str
+    tmp_path: Path, emit: str, says: str
 ) -> None:
     """An object, list, boolean or null read as an event's subject or id (or into a
-    `{placeholder}` of one) rejects the delivery as malformed_payload, with the path."""
+    `{placeholder}` of one) rejects the delivery as malformed_payload, naming the path
+    it read (or "the value" for an expression that is not one)."""
     payload = fixture("pull_request.opened.payload.json")
     assert payload["pull_request"]["milestone"] is None
-    result = run(table_rules(tmp_path, emit), "pull_request", payload)
+    rules = table_rules(tmp_path, f'emit factory.merge.requested {emit} {{ repo: "x" }}')
+    result = run(rules, "pull_request", payload)
     assert isinstance(result, Rejected) and result.reason == "malformed_payload", result
-    assert f"is {kind};" in result.errors[0]
+    assert f": {says}; an event id or subject is text or a number" in result.errors[0]
 
 
 def test_numbers_and_strings_still_make_ids_and_subjects(tmp_path: Path) -> None:

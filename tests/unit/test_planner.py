@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.decisions import DecisionKind, NoopReason
+from engine.core.decisions import Decision, DecisionKind, NoopReason
 from engine.core.envelope import Envelope
 from engine.core.planner import Snapshot, loop_of, plan
 from engine.core.ruleset import Approval, Policy, RuleSet
@@ -46,6 +46,7 @@ def test_watched_loop_tick_proposes(rules: RuleSet) -> None:
     assert decision.kind is DecisionKind.PROPOSE
     assert decision.approved_by is None
     assert decision.definition == "reaper@1"
+    assert decision.note == "watched: waiting for an operator"
     assert decision.rule is not None and decision.rule.file.endswith("reaper.rules")
 
 
@@ -109,6 +110,7 @@ def test_human_only_type_always_proposes(rules: RuleSet) -> None:
     decision = plan(event, "chain", replace(rules, routes=routes), Snapshot())
     assert decision.kind is DecisionKind.PROPOSE
     assert decision.human_only
+    assert decision.note == "human-approval-only"
 
 
 def test_non_loop_event_follows_its_route(rules: RuleSet) -> None:
@@ -127,7 +129,8 @@ def test_non_loop_event_follows_its_route(rules: RuleSet) -> None:
 
 
 def test_unrouted_type_is_a_noop(rules: RuleSet) -> None:
-    """A registered type without a route plans NOOP no_route."""
+    """A registered type without a route plans NOOP no_route: no definition, no rule,
+    nothing to approve and nothing that mutates."""
     routes = {k: v for k, v in rules.routes.items() if k != "factory.triage.requested"}
     event = Envelope(
         eventId="t-1",
@@ -136,9 +139,16 @@ def test_unrouted_type_is_a_noop(rules: RuleSet) -> None:
         occurredAt=datetime(2026, 11, 30, tzinfo=UTC),
         payload={"repo": "bj29"},
     )
-    assert (
-        plan(event, "inject", replace(rules, routes=routes), Snapshot()).reason
-        is NoopReason.NO_ROUTE
+    assert plan(event, "inject", replace(rules, routes=routes), Snapshot()) == Decision(
+        DecisionKind.NOOP,
+        NoopReason.NO_ROUTE,
+        definition=None,
+        loop=None,
+        approved_by=None,
+        human_only=False,
+        mutating=False,
+        rule=None,
+        note="no route handles 'factory.triage.requested'",
     )
 
 

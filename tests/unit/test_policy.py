@@ -79,6 +79,13 @@ def test_backoff_examples() -> None:
     assert backoff_delay(backoff, -1) == 60
 
 
+def test_an_absurd_attempt_number_waits_the_max_at_once() -> None:
+    """However many attempts a run has had, even from the shortest base (1s), the delay
+    is the max, answered without computing a power of two that would not fit in memory."""
+    assert backoff_delay(Backoff(1, 60), 10**12) == 60
+    assert backoff_delay(Backoff(1, 1), 10**12) == 1
+
+
 BACKOFFS = st.tuples(st.integers(1, 10**6), st.integers(0, 10**7)).map(
     lambda t: Backoff(t[0], t[0] + t[1])
 )

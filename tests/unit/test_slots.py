@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core.ruleset import CatchUp, Trigger, TriggerKind
+from engine.core.ruleset import CatchUp, Loop, Trigger, TriggerKind
 from engine.core.slots import (
     CronSlots,
     IntervalSlots,
@@ -20,6 +20,7 @@ from engine.core.slots import (
     SkipReason,
     Slots,
     _decide,
+    cadence_seconds,
     next_fires,
     pending,
     plan_pass,
@@ -330,3 +331,109 @@ def test_slot_boundaries_plan_as_the_general_rules_do(
     if fast.fires:
         assert fast.fires[0].skipped == sum(s.count for s in fast.skips)
         assert all(f.skipped == 0 for f in fast.fires[1:])
+
+
+# ---- a one shot's floor, a tick's cadence, a loop's policy ---------------------------------
+
+
+def test_a_one_shot_has_its_instant_as_the_only_slot() -> None:
+    """A one shot's latest slot is its instant from that instant on, and none before it
+    (so a backfill of it names exactly that instant)."""
+    at = datetime(2026, 12, 1, 9, tzinfo=UTC)
+    seq = OneShot(at)
+    assert seq.floor(at - timedelta(microseconds=1)) is None
+    assert seq.floor(at) == at
+    assert seq.floor(at + timedelta(days=400)) == at
+    assert (seq.after(at - timedelta(seconds=1)), seq.after(at)) == (at, None)
+
+
+@pytest.mark.parametrize(
+    ("trigger", "slot", "expected"),
+    [
+        (Trigger(TriggerKind.INTERVAL, every_seconds=3600), BASE, 3600),
+        (Trigger(TriggerKind.HOST, every_seconds=600), BASE, 600),
+        # Friday 09:00 to Monday 09:00
+        (
+            Trigger(TriggerKind.CRON, cron="0 9 * * 1-5", timezone="UTC"),
+            datetime(2026, 11, 27, 9, tzinfo=UTC),
+            3 * 86400,
+        ),
+        (Trigger(TriggerKind.AT, at=BASE), BASE, 0),  # no slot after it
+        (Trigger(TriggerKind.MANUAL), BASE, 0),  # no slots at all
+    ],
+    ids=["interval", "host-clock", "cron", "one-shot", "manual"],
+)
+def test_a_ticks_cadence_is_the_interval_or_the_gap_to_the_next_slot(
+    trigger: Trigger, slot: datetime, expected: int
+) -> None:
+    """A tick's `cadenceSeconds` is its loop's interval, for a cron loop the gap to its
+    next slot, and 0 when no slot follows."""
+    assert cadence_seconds(trigger, slot) == expected
+
+
+def loop_with(**fields: object) -> Loop:
+    return Loop(
+        name="nightly",
+        trigger=Trigger(TriggerKind.INTERVAL, every_seconds=3600),
+        event_type="clock.tick.reaper",
+        payload={},
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_a_loops_policy_is_its_catch_up_cap_and_max_lateness() -> None:
+    """A loop's `catch-up` and `max-lateness` are what a pass plans by; without
+    max-lateness no slot is ever too late."""
+    late = loop_with(catch_up=CatchUp.ALL, catch_up_cap=3, max_lateness_seconds=7200)
+    assert Policy.of(late) == Policy(CatchUp.ALL, 3, timedelta(hours=2))
+    assert Policy.of(loop_with(catch_up=CatchUp.LAST)) == Policy(CatchUp.LAST, None, None)
+
+
+# ---- the microsecond boundaries of enablement and max-lateness ------------------------------
+
+SEQUENCES = [IntervalSlots(3600), CronSlots("0 * * * *", "UTC"), OneShot(BASE)]
+
+
+@pytest.mark.parametrize("seq", SEQUENCES, ids=["interval", "cron", "one-shot"])
+def test_a_loop_enabled_just_after_a_slot_does_not_fire_it(seq: Slots) -> None:
+    """Enablement one microsecond after a slot leaves that slot out, whether the pass
+    fires or the loop is paused."""
+    since = BASE + timedelta(microseconds=1)
+    now = BASE + timedelta(minutes=30)
+    assert plan_pass(seq, Policy(CatchUp.ALL), None, since, now) == Pass((), (), None)
+    assert skip_all(seq, None, since, now, SkipReason.PAUSED) == Pass((), (), None)
+
+
+@pytest.mark.parametrize("seq", SEQUENCES[:2], ids=["interval", "cron"])
+def test_a_slot_one_microsecond_past_max_lateness_is_too_late(seq: Slots) -> None:
+    """max-lateness is exact: a slot older than it by a microsecond is skipped as too
+    late, the next one fires."""
+    slot = BASE + timedelta(hours=3)
+    now = slot + timedelta(hours=2, microseconds=1)
+    result = plan_pass(seq, Policy(CatchUp.ALL, None, timedelta(hours=2)), BASE, BASE, now)
+    assert [f.slot.hour for f in result.fires] == [4, 5]
+    first = BASE + timedelta(hours=1)
+    assert result.skips == (SkipRange(first, slot, 3, SkipReason.TOO_LATE),)  # 01:00-03:00
+
+
+def test_pausing_an_interval_loop_skips_each_due_slot_and_moves_the_cursor() -> None:
+    """A paused interval loop fires nothing: its due slots since enablement (the slot it
+    was enabled on included) or since the cursor are one paused range, cursor at the
+    newest; a pass before the next slot has nothing to add, one on it skips just it."""
+    seq = IntervalSlots(3600)
+    now = BASE + timedelta(hours=5, minutes=10)
+    result = skip_all(seq, None, BASE, now, SkipReason.PAUSED)
+    newest = BASE + timedelta(hours=5)
+    assert result == Pass((), (SkipRange(BASE, newest, 6, SkipReason.PAUSED),), newest)
+    cursor = BASE + timedelta(hours=2)
+    resumed = skip_all(seq, cursor, BASE, now, SkipReason.DISABLED)
+    assert resumed == Pass(
+        (), (SkipRange(cursor + timedelta(hours=1), newest, 3, SkipReason.DISABLED),), newest
+    )
+    assert skip_all(seq, newest, BASE, now + timedelta(minutes=5), SkipReason.PAUSED) == Pass(
+        (), (), newest
+    )
+    one = newest + timedelta(hours=1)
+    assert skip_all(seq, newest, BASE, one, SkipReason.PAUSED) == Pass(
+        (), (SkipRange(one, one, 1, SkipReason.PAUSED),), one
+    )
