@@ -33,6 +33,7 @@ CODES: dict[str, str] = {
     "E0302": "approval auto on a human-approval-only event type or definition",
     "E0303": "approval auto on a route to a mutating definition",
     "E0304": "approval auto or shadow mode in the unreviewed overlay",
+    "E0305": "approval auto on an on-event loop of mutating work",
     # duplicates
     "E0401": "duplicate loop",
     "E0402": "duplicate route",
@@ -62,6 +63,10 @@ CODES: dict[str, str] = {
     # host clocks (config/schedule.yaml `host_clocks:`, seed 1 §15)
     "E0805": "invalid host clock entry",
     "E0806": "host clock disagrees with its bridge loop",
+    # the triggers that wait (`after LOOP`)
+    "E1001": "after names an unknown loop",
+    "E1002": "loops wait for each other in a circle",
+    "E1003": "after waits for an outcome or state the upstream never reaches",
     # files
     "E0900": "rules, registry or config directory not found",
     "E0901": "invalid YAML",

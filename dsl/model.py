@@ -68,6 +68,17 @@ class TriageDecl:
 
 
 @dataclass(frozen=True, slots=True)
+class OnEvent:
+    """`on-event TYPE [window VALUE] [if|unless EXPR]`: a loop fired by admitted events."""
+
+    event_type: str
+    type_span: Span
+    window: Expr | None
+    guard: Guard | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class LoopDecl:
     name: str  # may hold `{var.field}` placeholders inside a `for` block
     name_span: Span
@@ -75,6 +86,7 @@ class LoopDecl:
     settings: tuple[Setting, ...]
     span: Span
     triage: tuple[TriageDecl, ...] = ()  # more than one is an error the compiler reports
+    on_events: tuple[OnEvent, ...] = ()  # a trigger: more than one is an error, as for others
 
 
 @dataclass(frozen=True, slots=True)

@@ -253,12 +253,26 @@ class _Builder(Transformer[Token, Any]):
         return m.RuleFile(self._file, tuple(decls))
 
     # ---- loops ---------------------------------------------------------------
-    def loop(self, name: Token, *lines: m.Emit | m.Setting | m.TriageDecl) -> m.LoopDecl:
+    def loop(
+        self, name: Token, *lines: m.Emit | m.Setting | m.TriageDecl | m.OnEvent
+    ) -> m.LoopDecl:
         emits = tuple(line for line in lines if isinstance(line, m.Emit))
         settings = tuple(line for line in lines if isinstance(line, m.Setting))
         triage = tuple(line for line in lines if isinstance(line, m.TriageDecl))
+        on_events = tuple(line for line in lines if isinstance(line, m.OnEvent))
         span = self._span(name)
-        return m.LoopDecl(str(name), span, emits, settings, Span(self._file, span.line, 1), triage)
+        line_span = Span(self._file, span.line, 1)
+        return m.LoopDecl(str(name), span, emits, settings, line_span, triage, on_events)
+
+    def on_event(
+        self, keyword: Token, event_type: Token, window: ex.Expr | None, guard: m.Guard | None
+    ) -> m.OnEvent:
+        return m.OnEvent(
+            str(event_type), self._span(event_type), window, guard, self._span(keyword)
+        )
+
+    def on_event_window(self, value: ex.Expr) -> ex.Expr:
+        return value
 
     def setting(self, key: Token, *args: Token | m.Arg) -> m.Setting:
         built = tuple(a if isinstance(a, m.Arg) else self._word(a) for a in args)

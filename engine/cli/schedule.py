@@ -175,6 +175,17 @@ def _run_text(outcome: dict[str, Any] | None) -> str | None:
     return " ".join(v for v in (outcome["state"], outcome["outcome"]) if v)
 
 
+def _cause_text(cause: dict[str, Any] | None) -> str | None:
+    """What fired a waiting trigger's latest tick: `event ID (TYPE)` or `LOOP STATE
+    OUTCOME (occurrence ID)`."""
+    if cause is None:
+        return None
+    if cause["kind"] == "event":
+        return f"event {cause['eventId']} ({cause['type']})"
+    parts = (cause["loop"], cause["state"], cause["outcome"])
+    return " ".join(p for p in parts if p) + f" (occurrence {cause['occurrence']})"
+
+
 def flat(entry: dict[str, Any]) -> dict[str, Any]:
     """A view entry as table cells; with no run yet, the last tick's decision."""
     return {
@@ -182,6 +193,7 @@ def flat(entry: dict[str, Any]) -> dict[str, Any]:
         "trigger": entry["trigger"]["describe"],
         "catchUp": entry["catchUp"]["policy"],
         "lastOutcome": _run_text(entry["lastOutcome"]) or entry["lastDecision"],
+        "lastCause": _cause_text(entry.get("lastCause")),
         "nextFires": ", ".join(entry["nextFires"]),
         "overridden": ", ".join(entry["overridden"]),
     }

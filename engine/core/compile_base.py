@@ -43,6 +43,7 @@ class CompilerBase:
         self.human_types: set[str] = set()
         self.human_defs: set[DefinitionRef] = set()
         self.approval_spans: dict[str, Span] = {}
+        self.after_spans: dict[str, dict[str, Span]] = {}  # loop -> `after`'s loop, outcomes
         self.validators: dict[str, Draft202012Validator] = {}
         self.emit_spans: dict[str, tuple[Span, Span]] = {}  # loop -> (type, payload)
         self.routed: set[str] = set()  # every routed type, including broken routes

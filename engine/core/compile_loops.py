@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from dsl import expr as ex
-from dsl.diagnostics import Span
+from dsl.diagnostics import Span, did_you_mean
 from dsl.model import Emit, ForEach, LoopDecl
 from engine.core.compile_base import COLLECTIONS, LOOP_NAME, SAMPLE_REPO, SAMPLE_SLOT, CompilerBase
 from engine.core.loopsettings import read_settings, read_triage
@@ -18,9 +18,20 @@ from engine.core.ruleset import (
     Approval,
     Loop,
     Source,
+    Trigger,
     TriggerKind,
     default_cap,
 )
+from engine.core.triggers import (
+    AFTER_FIELDS,
+    EVENT_FIELDS,
+    SAMPLE_TRIGGER,
+    SAMPLE_UPSTREAM,
+    dependency_cycle,
+)
+
+# The fields the engine fills in a loop's ticks, by trigger (E0208, E0206).
+_FILLED = {TriggerKind.EVENT: EVENT_FIELDS, TriggerKind.AFTER: AFTER_FIELDS}
 
 
 class LoopCompiler(CompilerBase):
@@ -92,7 +103,7 @@ class LoopCompiler(CompilerBase):
 
     def _loop(self, decl: LoopDecl, scope: dict[str, Any]) -> Loop | None:
         name = self._loop_name(decl, scope)
-        draft = read_settings(decl.settings, self.c)
+        draft = read_settings(decl.settings, self.c, decl.on_events)
         triage = read_triage(decl.triage, self.c)
         if len(decl.emits) != 1:
             at = decl.emits[1].span if decl.emits else decl.name_span
@@ -118,9 +129,13 @@ class LoopCompiler(CompilerBase):
                 f"loop '{name or decl.name}' has no trigger",
                 decl.name_span,
                 'add one of: every 60m | cron "0 9 * * *" in UTC | at 2026-12-01T09:00:00Z'
-                " | manual | host-clock 24h",
+                " | manual | host-clock 24h | on-event TYPE | after LOOP",
             )
         payload = self._static_payload(emit, scope, "in a loop payload")
+        if draft.trigger is not None and draft.trigger.kind is TriggerKind.AFTER:
+            draft.trigger = self._upstream_name(draft.trigger, draft.after_spans["loop"], scope)
+        if draft.trigger is not None and draft.on_event is not None:
+            self._check_on_event(draft.trigger, draft.on_event.type_span)
         if draft.trigger is None or name is None or payload is None:
             # The loop is dropped; what it emits is still checked, so one run reports all.
             self._routed_type(emit.event_type, emit.type_span)
@@ -128,6 +143,8 @@ class LoopCompiler(CompilerBase):
             return None
         if draft.approval_span is not None:
             self.approval_spans[name] = draft.approval_span
+        if draft.after_spans:
+            self.after_spans[name] = draft.after_spans
         payload_span = emit.payload.span if emit.payload is not None else emit.type_span
         self.emit_spans[name] = (emit.type_span, payload_span)
         return Loop(
@@ -161,6 +178,76 @@ class LoopCompiler(CompilerBase):
                 loop = replace(loop, policy=replace(loop.policy, shadow=True))
             out[name] = loop
         return out
+
+    def _upstream_name(self, trigger: Trigger, at: Span, scope: dict[str, Any]) -> Trigger | None:
+        """`after "merge-{repo.name}"` inside a `for` block names the repo's loop."""
+        text = trigger.upstream or ""
+        if "{" not in text:
+            return trigger
+        try:
+            template = ex.parse_template(text, at)
+        except ex.TemplateError as err:
+            self.c.error("E0602", str(err), Span(at.file, at.line, at.column + 1 + err.offset))
+            return None
+        if not self._roots_ok(template, scope, "in an 'after' loop name"):
+            return None
+        try:
+            return replace(trigger, upstream=str(ex.evaluate(template, scope)))
+        except ex.EvalError as err:
+            self.c.error("E0607", err.message, err.span)
+            return None
+
+    def _check_on_event(self, trigger: Trigger, at: Span) -> None:
+        """The type an `on-event` loop waits for is registered; its guard and window
+        read only `event`."""
+        assert trigger.event_type is not None
+        self._known_type(trigger.event_type, at)
+        for part in (trigger.guard.expr if trigger.guard else None, trigger.window):
+            if part is not None:
+                self._roots_ok(part, ["event"], "in an on-event trigger")
+
+    def _check_after(self, loops: Mapping[str, Loop]) -> None:
+        """Each `after` names a loop there is, and outcomes its routed definition
+        declares; no loop waits for itself, directly or around a circle."""
+        for loop in loops.values():
+            trigger = loop.trigger
+            if trigger.kind is not TriggerKind.AFTER:
+                continue
+            spans = self.after_spans.get(loop.name, {})
+            at = spans.get("loop", loop.origin)
+            upstream = loops.get(trigger.upstream or "")
+            if upstream is None:
+                names = sorted(n for n in loops if n != loop.name)
+                hint = did_you_mean(trigger.upstream or "", names) or (
+                    "loops: " + ", ".join(names[:12]) if names else "no loop is declared"
+                )
+                self.c.error(
+                    "E1001", f"'after' names an unknown loop '{trigger.upstream}'", at, hint
+                )
+                continue
+            route = self.routes.get(upstream.event_type)
+            definition = self.definitions.get(route.definition) if route else None
+            if definition is None:
+                continue
+            for outcome in trigger.outcomes:
+                if outcome not in definition.outcomes:
+                    self.c.error(
+                        "E1003",
+                        f"loop '{upstream.name}' runs {definition.ref}, which has no outcome"
+                        f" '{outcome}'",
+                        spans.get(outcome, at),
+                        did_you_mean(outcome, definition.outcomes)
+                        or "outcomes: " + ", ".join(definition.outcomes),
+                    )
+        cycle = dependency_cycle(loops)
+        if cycle is not None:
+            first = cycle[0]
+            self.c.error(
+                "E1002",
+                "loops wait for each other in a circle: " + " -> ".join(cycle),
+                self.after_spans.get(first, {}).get("loop", loops[first].origin),
+                "a loop after itself never starts; break the circle with another trigger",
+            )
 
     def _loop_name(self, decl: LoopDecl, scope: dict[str, Any]) -> str | None:
         try:
@@ -212,13 +299,14 @@ class LoopCompiler(CompilerBase):
                 loop.origin,
             )
         type_span, payload_span = self.emit_spans.get(loop.name, (loop.origin, loop.origin))
-        reserved = sorted(TICK_FIELDS & set(loop.payload))
+        filled = _FILLED.get(loop.trigger.kind, TICK_FIELDS)
+        reserved = sorted(filled & set(loop.payload))
         if reserved:
             self.c.error(
                 "E0208",
                 f"loop '{loop.name}' sets tick field(s) {', '.join(reserved)} in its payload",
                 overlay_keys.get("payload", payload_span),
-                "loop, slot, cadenceSeconds and skippedSlots are filled by the engine",
+                f"{', '.join(sorted(filled))} are filled by the engine",
             )
         at_type = overlay_keys.get("emit", type_span)
         self._routed_type(loop.event_type, at_type)
@@ -247,6 +335,19 @@ class LoopCompiler(CompilerBase):
                     approval_at,
                     "no rule, chain or overlay can make a human-only approval automatic",
                 )
+        if loop.approval is Approval.AUTO and loop.trigger.kind is TriggerKind.EVENT:
+            route = self.routes.get(loop.event_type)
+            definition = self.definitions.get(route.definition) if route else None
+            if definition is not None and definition.mutating:
+                self.c.error(
+                    "E0305",
+                    f"'approval auto' on loop '{loop.name}', fired by events from outside"
+                    f" (on-event {loop.trigger.event_type}), whose definition"
+                    f" {definition.ref} is mutating",
+                    approval_at,
+                    "an admitted event never runs mutating work unattended: keep the loop "
+                    "watched, or have it run read-only work whose outcome chains further",
+                )
         et = self.event_types.get(loop.event_type)
         if et is not None and et.payload_schema is not None:
             at_payload = overlay_keys.get("payload", overlay_keys.get("emit", payload_span))
@@ -258,13 +359,19 @@ class LoopCompiler(CompilerBase):
             if loop.trigger.kind in (TriggerKind.INTERVAL, TriggerKind.HOST)
             else 0
         )
-        sample = {
+        filled: dict[str, Any] = {
             "loop": loop.name,
             "slot": SAMPLE_SLOT,
             "cadenceSeconds": cadence or 0,
             "skippedSlots": 0,
-            **loop.payload,
         }
+        # A waiting trigger's tick takes its cause's repo when the loop names none (the
+        # runtime refuses, and journals, a tick that still does not fit).
+        if loop.trigger.kind is TriggerKind.EVENT:
+            filled = {"loop": loop.name, "window": "w", "trigger": SAMPLE_TRIGGER, "repo": "r"}
+        elif loop.trigger.kind is TriggerKind.AFTER:
+            filled = {"loop": loop.name, "window": "w", "upstream": SAMPLE_UPSTREAM, "repo": "r"}
+        sample = {**filled, **loop.payload}
         assert et.payload_schema is not None
         error = next(iter(self._validator(et).iter_errors(sample)), None)
         if error is not None:
@@ -272,6 +379,5 @@ class LoopCompiler(CompilerBase):
                 "E0206",
                 f"loop '{loop.name}' ticks would not fit '{et.name}': {error.message}",
                 at,
-                "the tick payload is {loop, slot, cadenceSeconds, skippedSlots} "
-                f"plus {sorted(loop.payload)}",
+                f"the tick payload is {{{', '.join(filled)}}} plus {sorted(loop.payload)}",
             )

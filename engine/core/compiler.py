@@ -54,6 +54,7 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
         for loop in loops.values():
             declared = kernel.get(loop.name)
             self._check_loop(loop, overlay_spans.get(loop.name, {}), declared)
+        self._check_after(loops)
         chains = self._chains(d for d in decls if isinstance(d, ChainDecl))
         webhooks = self._webhooks(d for d in decls if isinstance(d, WebhookDecl))
         self._host_clocks(loops)

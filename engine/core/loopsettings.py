@@ -12,7 +12,7 @@ from functools import cache
 
 from dsl import expr as ex
 from dsl.diagnostics import Collector, Span, did_you_mean
-from dsl.model import Arg, Setting, TriageDecl, TriageLine
+from dsl.model import Arg, OnEvent, Setting, TriageDecl, TriageLine
 from engine.core.cron import cron_problem
 from engine.core.durations import DurationError, parse_duration
 from engine.core.ruleset import (
@@ -35,6 +35,7 @@ from engine.core.triage import (
     TriageDecision,
     TriageRule,
 )
+from engine.machines.specs import OCCURRENCE_TERMINAL
 
 
 @dataclass
@@ -54,6 +55,8 @@ class Draft:
     on_active: OnActive = OnActive.RETURN
     description: str = ""
     seen: dict[str, Span] = field(default_factory=dict)
+    on_event: OnEvent | None = None  # the `on-event` line, when it is the trigger
+    after_spans: dict[str, Span] = field(default_factory=dict)  # `after`'s loop and outcomes
 
     @property
     def trigger_written(self) -> bool:
@@ -178,6 +181,67 @@ def _at(d: Draft, s: Setting) -> None:
 def _manual(d: Draft, s: Setting) -> None:
     _words(s, 0, "")
     _set_trigger(d, s, Trigger(TriggerKind.MANUAL))
+
+
+# What `after` filters on: the upstream occurrence's terminal states (engine/machines/specs.py).
+CONCLUDED = tuple(str(state) for state in OCCURRENCE_TERMINAL)
+
+
+def _after(d: Draft, s: Setting) -> None:
+    """`after LOOP [outcome X ...] [state S ...]`: LOOP a word, or a string template
+    inside a `for` block (`"merge-{repo.name}"`), resolved by the compiler."""
+    usage = "LOOP [outcome OUTCOME ...] [state STATE ...]"
+    if not s.args:
+        _words(s, 1, usage)
+    upstream, *rest = s.args
+    filters: dict[str, list[Arg]] = {"outcome": [], "state": []}
+    current: list[Arg] | None = None
+    for arg in rest:
+        if arg.kind == "word" and arg.value in filters:
+            if filters[arg.value] or current is filters[arg.value]:
+                raise _Bad("E0102", f"'{arg.value}' is given twice in 'after'", arg.span)
+            current = filters[arg.value]
+            continue
+        if current is None or arg.kind != "word":
+            raise _Bad(
+                "E0105",
+                f"'after' takes {usage}; unexpected '{arg.value}'",
+                arg.span,
+                "e.g. after nightly-scan outcome MERGE HOLD state completed",
+            )
+        current.append(arg)
+    for word, values in filters.items():
+        if current is values and not values:
+            raise _Bad("E0105", f"'{word}' needs at least one value", s.args[-1].span)
+    for arg in filters["state"]:
+        if arg.value not in CONCLUDED:
+            hint = did_you_mean(arg.value, CONCLUDED) or "states: " + ", ".join(CONCLUDED)
+            raise _Bad(
+                "E1003", f"'{arg.value}' is not a state an occurrence concludes in", arg.span, hint
+            )
+    trigger = Trigger(
+        TriggerKind.AFTER,
+        upstream=upstream.value,
+        outcomes=tuple(a.value for a in filters["outcome"]),
+        states=tuple(a.value for a in filters["state"]),
+    )
+    _set_trigger(d, s, trigger)
+    d.after_spans = {"loop": upstream.span, **{a.value: a.span for a in filters["outcome"]}}
+
+
+def read_on_event(d: Draft, lines: tuple[OnEvent, ...], collector: Collector) -> None:
+    """An `on-event` line is the loop's trigger, like a trigger setting."""
+    for line in lines:
+        d.seen.setdefault("on-event", line.span)
+        trigger = Trigger(
+            TriggerKind.EVENT, event_type=line.event_type, guard=line.guard, window=line.window
+        )
+        try:
+            _set_trigger(d, Setting("on-event", (), line.span), trigger)
+        except _Bad as bad:
+            collector.error(bad.code, bad.message, bad.span, bad.hint)
+            continue
+        d.on_event = line
 
 
 def _catch_up(d: Draft, s: Setting) -> None:
@@ -339,6 +403,7 @@ HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
     "at": _at,
     "manual": _manual,
     "host-clock": _host_clock,
+    "after": _after,
     "catch-up": _catch_up,
     "max-lateness": _max_lateness,
     "singleton": _flag("singleton", True, "overlap"),
@@ -355,13 +420,19 @@ HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
     "on-active": _on_active,
 }
 
-_TRIGGERS = {"every", "cron", "at", "manual", "host-clock"}
+_TRIGGERS = {"every", "cron", "at", "manual", "host-clock", "after", "on-event"}
 
 
-def read_settings(settings: tuple[Setting, ...], collector: Collector) -> Draft:
-    """Apply every setting to a fresh Draft, reporting each bad one."""
+def read_settings(
+    settings: tuple[Setting, ...], collector: Collector, on_events: tuple[OnEvent, ...] = ()
+) -> Draft:
+    """Apply every setting (and `on-event` line) to a fresh Draft, reporting each bad one."""
     draft = Draft()
-    for s in settings:
+    lines: list[Setting | OnEvent] = [*settings, *on_events]
+    for s in sorted(lines, key=lambda line: (line.span.line, line.span.column)):
+        if isinstance(s, OnEvent):
+            read_on_event(draft, (s,), collector)
+            continue
         handler = HANDLERS.get(s.key)
         if handler is None:
             hint = did_you_mean(s.key, HANDLERS) or "settings: " + ", ".join(sorted(HANDLERS))

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason, is_human
 from engine.core.envelope import Envelope
 from engine.core.ruleset import Approval, Loop, RuleSet, TriggerKind
+from engine.core.triggers import AFTER_SOURCE, EVENT_SOURCE
+
+# The triggers whose ticks only the runtime makes, by the source of those ticks.
+_WAITING = {EVENT_SOURCE: TriggerKind.EVENT, AFTER_SOURCE: TriggerKind.AFTER}
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +33,9 @@ def loop_of(event: Envelope, admitted_by: str, rules: RuleSet) -> Loop | None:
     - a host timer (`bridge`: a signed envelope, `engine emit`) fires a host-clock
       loop's slot (source `bridge`), and nothing else;
     - an operator (`operator:<name>`) backfills a scheduled loop's past slot (source
-      `schedule`) and runs any loop now (source `manual`).
+      `schedule`) and runs any loop now (source `manual`);
+    - the runtime (`schedule`) fires an `on-event` loop for an admitted event (source
+      `on-event`) and an `after` loop for a concluded occurrence (source `after`).
 
     Admission checks that a slot posted by a host timer or an operator is one of the
     loop's slots and has come (`engine.core.ticks.slot_problem`).
@@ -49,6 +55,8 @@ def loop_of(event: Envelope, admitted_by: str, rules: RuleSet) -> Loop | None:
         allowed = admitted_by == Actor.BRIDGE and host
     elif event.source == "manual":
         allowed = admitted_by == Actor.SCHEDULE or is_human(admitted_by)
+    elif event.source in _WAITING:
+        allowed = admitted_by == Actor.SCHEDULE and loop.trigger.kind is _WAITING[event.source]
     else:
         allowed = False
     return loop if allowed else None

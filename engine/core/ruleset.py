@@ -23,6 +23,8 @@ class TriggerKind(StrEnum):
     AT = "at"  # `at 2026-12-01T09:00:00Z`: one shot
     MANUAL = "manual"  # fired only by `engine schedule trigger`
     HOST = "host"  # `host-clock 24h`: fired by a host timer through `engine emit`
+    EVENT = "event"  # `on-event TYPE [window EXPR] [if EXPR]`: fired by an admitted event
+    AFTER = "after"  # `after LOOP [outcome X ...] [state S ...]`: fired by a conclusion
 
 
 class CatchUp(StrEnum):
@@ -84,6 +86,15 @@ class Trigger:
     cron: str | None = None
     timezone: str | None = None
     at: datetime | None = None
+    # on-event: the admitted type that fires the loop, the guard it must pass and the
+    # window (an expression over `event`; None: the event's own id)
+    event_type: str | None = None
+    guard: Guard | None = None
+    window: Expr | None = None
+    # after: the loop whose concluded occurrences fire this one, and the filters
+    upstream: str | None = None
+    outcomes: tuple[str, ...] = ()
+    states: tuple[str, ...] = ()
 
     def describe(self) -> str:
         from engine.core.durations import format_duration
@@ -97,6 +108,16 @@ class Trigger:
                 return f'cron "{self.cron}" in {self.timezone}'
             case TriggerKind.AT:
                 return f"at {self.at.isoformat() if self.at else '?'}"
+            case TriggerKind.EVENT:
+                guarded = " (guarded)" if self.guard is not None else ""
+                return f"on-event {self.event_type}{guarded}"
+            case TriggerKind.AFTER:
+                filters = "".join(
+                    f" {word} {' '.join(values)}"
+                    for word, values in (("outcome", self.outcomes), ("state", self.states))
+                    if values
+                )
+                return f"after {self.upstream}{filters}"
         return "manual"
 
 

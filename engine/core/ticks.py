@@ -8,8 +8,10 @@ from functools import lru_cache
 from typing import Any
 
 from engine.core.envelope import Envelope
+from engine.core.records import EventRecord
 from engine.core.ruleset import Loop, TriggerKind
 from engine.core.slots import IntervalSlots, Slots, cadence_seconds, slots_of
+from engine.core.triggers import WAITING_SOURCES
 
 # Sources whose ticks are a slot's firing: the scheduler's and a host timer's. A run-now
 # (source `manual`) is an event of its own, never a slot's identity.
@@ -131,3 +133,16 @@ def tick_problem(
     if event_id != expected:
         return f"the tick of loop '{loop.name}' at {payload['slot']} has the id '{expected}'"
     return None
+
+
+def idempotency_key(event: EventRecord) -> str:
+    """The key of an event's first run: loop plus slot (or window) for a tick, so an
+    approved tick and a replayed one converge; otherwise the event's own id (already
+    scoped, e.g. merge-pr:<repo>:<pr>:<sha>). A retry's run is `<key>#<attempt>`."""
+    slot = event.payload.get("slot")
+    if event.loop is not None and event.source in SLOT_SOURCES and isinstance(slot, str):
+        return f"loop:{event.loop}:{slot}"
+    window = event.payload.get("window")
+    if event.loop is not None and event.source in WAITING_SOURCES and isinstance(window, str):
+        return f"loop:{event.loop}:{window}"
+    return f"event:{event.event_id}"

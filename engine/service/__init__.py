@@ -87,10 +87,10 @@ class Service:
             self._last_notify = now
             notifications.deliver_pending(self.rt, self.sink)
         done += self.publish_outbox()
-        while True:
+        while True:  # until none is left: planning may admit ticks (on-event, after)
             planned = self.plan_pending()
             done += planned
-            if planned < planning.BATCH:
+            if planned == 0:
                 return done
 
     def recover(self) -> retries.Recovery:

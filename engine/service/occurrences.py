@@ -25,7 +25,9 @@ from engine.core.registry import Definition
 from engine.core.ruleset import Loop, OnActive, max_active
 from engine.core.ticks import SLOT_SOURCES, manual_tick
 from engine.core.triage import Triage, TriageDecision, TriageSnapshot, triage, unlimited_budget
+from engine.core.triggers import WAITING_SOURCES
 from engine.machines.specs import OCCURRENCE_TERMINAL
+from engine.service import triggers
 from engine.service.context import Runtime, stable_id
 from engine.service.notifications import last_state, notify
 from engine.store.ports import Tx
@@ -59,11 +61,15 @@ def repo_of(payload: Any) -> str | None:
 
 def identity(event: EventRecord, loop: Loop | None) -> Identity:
     """`<loop>|<repo>|<window>`: the slot for a clock or host-timer tick, `manual:<id>`
-    for a run-now, else `event:<event id>`."""
+    for a run-now, the window the runtime computed for a tick of a trigger that waits
+    (`on-event`, `after`), else `event:<event id>`."""
     repo = repo_of(event.payload)
     slot = event.payload.get("slot")
+    window_of = event.payload.get("window")
     if loop is not None and event.source in SLOT_SOURCES and isinstance(slot, str):
         window = slot
+    elif loop is not None and event.source in WAITING_SOURCES and isinstance(window_of, str):
+        window = window_of
     elif loop is not None and event.source == "manual":
         window = f"manual:{event.event_id.rsplit(':', 1)[-1]}"
     else:
@@ -674,6 +680,7 @@ def concluded(
     fresh = tx.get_occurrence(occ.event_id)
     if fresh is not None and fresh.signals > 0 and loop.on_active is OnActive.COALESCE:
         _follow_up(rt, tx, loop, fresh, at)
+    triggers.on_concluded(rt, tx, occ, at)
 
 
 def _follow_up(rt: Runtime, tx: Tx, loop: Loop, occ: OccurrenceRecord, at: str) -> None:

@@ -21,10 +21,10 @@ from engine.core.records import (
 )
 from engine.core.ruleset import CatchUp, DefinitionRef, Loop, OnActive
 from engine.core.states import ProposalState
-from engine.core.ticks import SLOT_SOURCES
+from engine.core.ticks import idempotency_key
 from engine.core.triage import Triage, TriageDecision, default_decision, triage
 from engine.errors import Unavailable
-from engine.service import occurrences
+from engine.service import occurrences, triggers
 from engine.service.context import Runtime, stable_id
 from engine.service.notifications import notify
 from engine.store.ports import Tx
@@ -45,15 +45,6 @@ def envelope_of(event: EventRecord) -> Envelope:
         correlationId=event.correlation_id,
         payload=event.payload,
     )
-
-
-def idempotency_key(event: EventRecord) -> str:
-    """Loop plus slot for a tick, so an approved tick and a replayed one converge;
-    otherwise the event's own id (already scoped, e.g. merge-pr:<repo>:<pr>:<sha>)."""
-    slot = event.payload.get("slot")
-    if event.loop is not None and event.source in SLOT_SOURCES and isinstance(slot, str):
-        return f"loop:{event.loop}:{slot}"
-    return f"event:{event.event_id}"
 
 
 def plan_pending(rt: Runtime, limit: int = BATCH) -> int:
@@ -134,6 +125,7 @@ def plan_one(
         if tx.get_decision(event.event_id) is not None:
             return None  # another process planned it first
     envelope = envelope_of(event)
+    triggers.on_admitted(rt, tx, event, envelope, at)
     loop = loop_of(envelope, event.admitted_by, rt.rules)
     ident = occurrences.identity(event, loop)
     existing = tx.get_occurrence_by_key(ident.key)
@@ -218,6 +210,9 @@ def plan_one(
             result,
             would_dispatch=decision.definition,
         )
+        shadowed = tx.get_occurrence(event.event_id)
+        if shadowed is not None:  # recorded what would run: a conclusion `after` waits for
+            triggers.on_concluded(rt, tx, shadowed, at)
         return decision
     reserved = occurrences.reservation(loop, definition) if loop is not None else None
     _occurrence(rt, tx, event, decision, at, _TRIGGER[decision.kind], result, reserved=reserved)

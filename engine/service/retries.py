@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from engine.core.decisions import DecisionKind
 from engine.core.planner import Snapshot, loop_of, plan
 from engine.core.records import OccurrenceRecord
+from engine.core.ticks import idempotency_key
 from engine.core.triage import TriageDecision, triage
 from engine.service import occurrences
 from engine.service.context import Runtime
-from engine.service.planning import envelope_of, idempotency_key, queue_run, ref_of
+from engine.service.planning import envelope_of, queue_run, ref_of
 from engine.store.ports import Tx
 
 log = logging.getLogger("engine.occurrences")

@@ -18,6 +18,7 @@ from engine.core.records import EventRecord, LoopState, RunRecord
 from engine.core.ruleset import Loop
 from engine.core.slots import IntervalSlots, SkipReason, Slots, next_fires, slots_of
 from engine.core.ticks import SLOT_SOURCES, manual_tick, slot_text, tick
+from engine.core.triggers import AFTER_SOURCE, EVENT_SOURCE
 from engine.errors import BadRequest, Conflict, NotFound
 from engine.service.admission import Admission, admit, admit_in
 from engine.service.context import Runtime
@@ -124,6 +125,7 @@ def _entry(
         "lastSlot": _last_slot(state, event),
         "lastEventId": event.event_id if event is not None else None,
         "lastDecision": _decision_text(tx, event),
+        "lastCause": last_cause(event),
         "lastOutcome": _outcome(tx.last_loop_run(loop.name)),
         "openProposals": opened,
         "nextDue": slot_text(due) if due is not None else None,
@@ -158,6 +160,33 @@ def cadence(loop: Loop, seq: Slots | None, now: datetime) -> int | None:
     if base is None or following is None:
         return None
     return int((following - base).total_seconds())
+
+
+def last_cause(event: EventRecord | None) -> dict[str, Any] | None:
+    """What fired the loop's latest tick, for a trigger that waits: the admitted event
+    (`on-event`) or the upstream occurrence that concluded (`after`), with the window."""
+    if event is None or event.loop is None:
+        return None
+    window = event.payload.get("window")
+    cause = event.payload.get("trigger") if event.source == EVENT_SOURCE else None
+    if isinstance(cause, dict):
+        return {
+            "kind": "event",
+            "eventId": cause.get("eventId"),
+            "type": cause.get("type"),
+            "window": window,
+        }
+    upstream = event.payload.get("upstream") if event.source == AFTER_SOURCE else None
+    if isinstance(upstream, dict):
+        return {
+            "kind": "upstream",
+            "loop": upstream.get("loop"),
+            "occurrence": upstream.get("occurrence"),
+            "state": upstream.get("state"),
+            "outcome": upstream.get("outcome"),
+            "window": window,
+        }
+    return None
 
 
 def _last_slot(state: LoopState | None, event: EventRecord | None) -> str | None:
