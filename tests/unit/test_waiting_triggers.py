@@ -43,15 +43,20 @@ definitions:
 
 
 def load(tmp_path: Path, rules: str) -> RuleSet:
-    """The RuleSet of one rule file over a small registry (no config)."""
-    (tmp_path / "loops").mkdir()
-    (tmp_path / "registry" / "contracts").mkdir(parents=True)
+    """The RuleSet of one rule file over a small registry (an empty config)."""
+    (tmp_path / "config").mkdir()
+    return load_with_config(tmp_path, rules)
+
+
+def load_with_config(tmp_path: Path, rules: str) -> RuleSet:
+    """The RuleSet of one rule file over a small registry and `tmp_path/config`."""
+    (tmp_path / "loops").mkdir(exist_ok=True)
+    (tmp_path / "registry" / "contracts").mkdir(parents=True, exist_ok=True)
     (tmp_path / "loops" / "t.rules").write_text(rules + "\nroute wait.done to look@1\n")
     types, definitions = REGISTRY.split("definitions:\n")
     (tmp_path / "registry" / "event-types.yaml").write_text(types)
     (tmp_path / "registry" / "definitions.yaml").write_text("definitions:\n" + definitions)
     (tmp_path / "registry" / "contracts" / "r.json").write_text('{"$id": "r/v1"}')
-    (tmp_path / "config").mkdir()
     return load_rules(Paths(tmp_path / "loops", tmp_path / "registry", tmp_path / "config"))
 
 
@@ -358,3 +363,23 @@ def test_nobody_but_the_runtime_fires_a_waiting_loop(tmp_path: Path, actor: str)
     assert loop_of(follow, actor, rules) is None
     crossed = follow.model_copy(update={"source": "on-event"})
     assert loop_of(crossed, "schedule", rules) is None
+
+
+def test_the_overlay_switches_a_waiting_loop_but_cannot_declare_one(tmp_path: Path) -> None:
+    """`config/schedule.yaml` may switch an `on-event` loop off (it then fires nothing)
+    and change its payload; a new overlay loop has no way to wait for an event or a
+    loop: it needs a clock or `manual` (E0803)."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "schedule.yaml").write_text(
+        "schedules:\n  review: {enabled: false, payload: {kind: other}}\n"
+    )
+    rules = load_with_config(tmp_path, REVIEW)
+    review = rules.loops["review"]
+    assert (review.enabled, review.payload["kind"]) == (False, "other")
+    assert fired_by(rules, asked(repo="r1", pr=[7]), is_tick=False) == []
+    (tmp_path / "config" / "schedule.yaml").write_text(
+        "schedules:\n  fresh: {emit: wait.done, on-event: wait.asked}\n"
+    )
+    with pytest.raises(RulesError) as err:
+        load_with_config(tmp_path, REVIEW)
+    assert [d.code for d in err.value.diagnostics] == ["E0802"]
