@@ -303,6 +303,10 @@ def _connect_options(url: str, what: str) -> dict[str, Any]:
         raise ConfigError(
             f"the database URL {what} is malformed: {scrubbed(str(err), url)}"
         ) from None
+    except UnicodeDecodeError:  # a %-escape that decodes to no UTF-8 text (`%80`)
+        raise ConfigError(
+            f"the database URL {what} is malformed: a %-escape in it is not UTF-8 text"
+        ) from None
     defaults: dict[str, Any] = {
         "connect_timeout": CONNECT_TIMEOUT_S,
         "application_name": "engine",

@@ -5,7 +5,7 @@ among them) apply only where the URL says nothing."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import ConfigError
@@ -32,6 +32,7 @@ BROKEN = [
 
 @settings(max_examples=300, deadline=None)
 @given(PASSWORD, st.sampled_from(BROKEN))
+@example("0§%80", "postgresql://engine:{pw}@db:port/engine")  # decodes to no UTF-8 text
 def test_a_malformed_url_is_one_line_without_its_password(password: str, template: str) -> None:
     """Whatever the password holds, the refusal of a malformed URL names the URL with
     the password replaced, on one line, and the password appears nowhere in it."""
