@@ -8,6 +8,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+from engine.core import occurrence as occ_core
 from engine.core.decisions import Decision, DecisionKind, NoopReason
 from engine.core.envelope import Envelope, parse_iso
 from engine.core.planner import Snapshot, loop_of, plan
@@ -127,7 +128,7 @@ def plan_one(
     envelope = envelope_of(event)
     triggers.on_admitted(rt, tx, event, envelope, at)
     loop = loop_of(envelope, event.admitted_by, rt.rules)
-    ident = occurrences.identity(event, loop)
+    ident = occ_core.identity(event, loop)
     existing = tx.get_occurrence_by_key(ident.key)
     if existing is not None and existing.event_id != event.event_id:
         note = f"the window already has occurrence {existing.event_id}"
@@ -186,14 +187,14 @@ def plan_one(
     snap = (
         occurrences.snapshot(rt, tx, loop, event, ident, state, in_flight, active_now, at)
         if loop is not None
-        else occurrences.minimal_snapshot(rt, event, ident, at)
+        else occ_core.minimal_snapshot(rt.rules, event, ident, at)
     )
     result = (
         triage(loop, definition.mutating, snap)
         if loop is not None
         else Triage(default_decision(definition.mutating), "", None, evidence={})
     )
-    gate = occurrences.gate(rt, loop, definition, result, snap)
+    gate = occ_core.gate(rt.rules, loop, definition, result, snap)
     if gate is not None:
         return _gated(
             rt, tx, event, loop, _noop(decision, gate.reason, gate.note), result, gate, at
@@ -214,7 +215,7 @@ def plan_one(
         if shadowed is not None:  # recorded what would run: a conclusion `after` waits for
             triggers.on_concluded(rt, tx, shadowed, at)
         return decision
-    reserved = occurrences.reservation(loop, definition) if loop is not None else None
+    reserved = occ_core.reservation(loop, definition) if loop is not None else None
     _occurrence(rt, tx, event, decision, at, _TRIGGER[decision.kind], result, reserved=reserved)
     if decision.kind is DecisionKind.PROPOSE:
         _propose(rt, tx, event, decision, at)
@@ -230,7 +231,7 @@ def _gated(
     loop: Loop | None,
     decision: Decision,
     result: Triage,
-    gate: occurrences.Gate,
+    gate: occ_core.Gate,
     at: str,
 ) -> Decision:
     """Triage, a stop condition or the budget ended the occurrence before dispatch:
@@ -255,7 +256,7 @@ def _gated(
             at=at,
         )
     occurrences.concluded(rt, tx, occ, None, at, gate.note)
-    if loop is not None and gate.condition in occurrences.PAUSING:
+    if loop is not None and gate.condition in occ_core.PAUSING:
         occurrences.pause_for(rt, tx, loop, gate.condition, occ, at)
     return decision
 
@@ -380,7 +381,7 @@ def _occurrence(
         decision=result.decision.value if result is not None else None,
         evidence=evidence or None,
         reserved=reserved,
-        finished_at=at if state in occurrences.TERMINAL else None,
+        finished_at=at if state in occ_core.TERMINAL else None,
     )
     rt.journal(
         tx,

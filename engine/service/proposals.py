@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from engine.core import occurrence as occ_core
 from engine.core.decisions import is_human
 from engine.core.envelope import iso
 from engine.core.records import ProposalRecord, RunRecord
@@ -109,7 +110,7 @@ def advance_proposed(
     if occ is None:
         return
     state = rt.lifecycle.proposed(human_only, occ.state, trigger, actor_is_human=True)
-    if state not in occurrences.TERMINAL:
+    if state not in occ_core.TERMINAL:
         tx.update_occurrence(event_id, occ.state, at, state=state)
         return
     tx.update_occurrence(event_id, occ.state, at, state=state, reserved=None, finished_at=at)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from engine.core import occurrence as occ_core
 from engine.core.decisions import DecisionKind
 from engine.core.planner import Snapshot, loop_of, plan
 from engine.core.records import OccurrenceRecord
@@ -67,7 +68,7 @@ def _resume(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str) -> None:
         _end(rt, tx, moved, "cancel", at, decision.note or "the loop no longer dispatches it")
         return
     definition = rt.rules.definitions[ref_of(decision.definition)]
-    ident = occurrences.Identity(occ.occurrence_key or "", occ.repo, occ.window or "")
+    ident = occ_core.Identity(occ.occurrence_key or "", occ.repo, occ.window or "")
     snap = (
         occurrences.snapshot(
             rt,
@@ -81,18 +82,18 @@ def _resume(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str) -> None:
             at,
         )
         if loop is not None
-        else occurrences.minimal_snapshot(rt, event, ident, at)
+        else occ_core.minimal_snapshot(rt.rules, event, ident, at)
     )
     result = triage(loop, definition.mutating, snap) if loop is not None else None
     if result is not None:
-        gate = occurrences.gate(rt, loop, definition, result, snap)
+        gate = occ_core.gate(rt.rules, loop, definition, result, snap)
         if gate is not None:
             if result.decision is TriageDecision.CREATE_CANDIDATE_FINDING:
                 occurrences.record_finding(rt, tx, moved, result, at)
             _end(rt, tx, moved, gate.trigger, at, gate.note)
             return
     dispatched = rt.lifecycle.dispatched(triaging, "dispatch")
-    reserved = occurrences.reservation(loop, definition) if loop is not None else None
+    reserved = occ_core.reservation(loop, definition) if loop is not None else None
     tx.update_occurrence(
         occ.event_id,
         triaging,
@@ -144,7 +145,7 @@ def recover(rt: Runtime, limit: int = 10_000) -> Recovery:
     found = Recovery()
     with rt.store.write() as tx:
         at = rt.now()
-        for state in (*occurrences.ACTIVE, "created"):
+        for state in (*occ_core.ACTIVE, "created"):
             for occ in tx.list_occurrences(limit, state=state):
                 found.active += 1
                 if state == "work_dispatched":
