@@ -71,6 +71,7 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
             contracts=self.tree.contracts,
             digest=self.tree.digest,
             release_freeze=release_freeze(self.tree),
+            probes=self.probes,
         )
 
 

@@ -29,7 +29,8 @@ def loop_of(event: Envelope, admitted_by: str, rules: RuleSet) -> Loop | None:
     - a host timer (`bridge`: a signed envelope, `engine emit`) fires a host-clock
       loop's slot (source `bridge`), and nothing else;
     - an operator (`operator:<name>`) backfills a scheduled loop's past slot (source
-      `schedule`) and runs any loop now (source `manual`).
+      `schedule`) and runs any loop now (source `manual`);
+    - the scheduler (`schedule`) alone fires a watch loop's change (source `watch`).
 
     Admission checks that a slot posted by a host timer or an operator is one of the
     loop's slots and has come (`engine.core.ticks.slot_problem`).
@@ -43,8 +44,11 @@ def loop_of(event: Envelope, admitted_by: str, rules: RuleSet) -> Loop | None:
     if loop is None or loop.event_type != event.type:
         return None
     host = loop.trigger.kind is TriggerKind.HOST
+    watch = loop.trigger.kind is TriggerKind.WATCH
     if event.source == "schedule":
         allowed = (admitted_by == Actor.SCHEDULE or is_human(admitted_by)) and not host
+    elif event.source == "watch":
+        allowed = admitted_by == Actor.SCHEDULE and watch
     elif event.source == "bridge":
         allowed = admitted_by == Actor.BRIDGE and host
     elif event.source == "manual":

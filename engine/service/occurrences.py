@@ -23,7 +23,7 @@ from engine.core.records import (
 )
 from engine.core.registry import Definition
 from engine.core.ruleset import Loop, OnActive, max_active
-from engine.core.ticks import SLOT_SOURCES, manual_tick
+from engine.core.ticks import SLOT_SOURCES, WATCH_SOURCE, manual_tick
 from engine.core.triage import Triage, TriageDecision, TriageSnapshot, triage, unlimited_budget
 from engine.machines.specs import OCCURRENCE_TERMINAL
 from engine.service.context import Runtime, stable_id
@@ -58,12 +58,16 @@ def repo_of(payload: Any) -> str | None:
 
 
 def identity(event: EventRecord, loop: Loop | None) -> Identity:
-    """`<loop>|<repo>|<window>`: the slot for a clock or host-timer tick, `manual:<id>`
-    for a run-now, else `event:<event id>`."""
+    """`<loop>|<repo>|<window>`: the slot for a clock or host-timer tick, the change
+    (`watch:<n>-<fp16>`) for a watch's tick, `manual:<id>` for a run-now, else
+    `event:<event id>`."""
     repo = repo_of(event.payload)
     slot = event.payload.get("slot")
+    change = event.payload.get("window")
     if loop is not None and event.source in SLOT_SOURCES and isinstance(slot, str):
         window = slot
+    elif loop is not None and event.source == WATCH_SOURCE and isinstance(change, str):
+        window = change
     elif loop is not None and event.source == "manual":
         window = f"manual:{event.event_id.rsplit(':', 1)[-1]}"
     else:

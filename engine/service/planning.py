@@ -21,7 +21,7 @@ from engine.core.records import (
 )
 from engine.core.ruleset import CatchUp, DefinitionRef, Loop, OnActive
 from engine.core.states import ProposalState
-from engine.core.ticks import SLOT_SOURCES
+from engine.core.ticks import SLOT_SOURCES, WATCH_SOURCE
 from engine.core.triage import Triage, TriageDecision, default_decision, triage
 from engine.errors import Unavailable
 from engine.service import occurrences
@@ -53,6 +53,9 @@ def idempotency_key(event: EventRecord) -> str:
     slot = event.payload.get("slot")
     if event.loop is not None and event.source in SLOT_SOURCES and isinstance(slot, str):
         return f"loop:{event.loop}:{slot}"
+    change = event.payload.get("window")
+    if event.loop is not None and event.source == WATCH_SOURCE and isinstance(change, str):
+        return f"loop:{event.loop}:{change}"
     return f"event:{event.event_id}"
 
 
