@@ -12,9 +12,12 @@ import pytest
 from dsl.diagnostics import RulesError
 from engine.core.decisions import DecisionKind
 from engine.core.planner import Snapshot, loop_of, plan
+from engine.core.records import EventRecord
 from engine.core.ruleset import RuleSet, Trigger, TriggerKind
 from engine.core.ticks import watch_tick
 from engine.loading import Paths, load_rules
+from engine.service.occurrences import identity
+from engine.service.planning import idempotency_key
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "watch"
 NOW = datetime(2026, 11, 30, 10, 0, 7, 250000, tzinfo=UTC)
@@ -207,3 +210,32 @@ def test_a_watch_source_names_only_a_watch_loop(tmp_path: Path) -> None:
     loop = rules.loops["ci-watch"]
     tick = watch_tick(loop, 1, "ab" * 32, "cd" * 32, NOW)
     assert loop_of(tick, "schedule", rules) is None
+
+
+def test_a_change_is_one_window_and_one_run_key(rules: RuleSet) -> None:
+    """A watch tick's occurrence window and run key are its change (`watch:<n>-<fp16>`),
+    so the same change admitted again is the same occurrence and the same run; the
+    same envelope admitted by anyone but the scheduler is no loop's and keeps its id."""
+    loop = rules.loops["ci-watch"]
+    tick = watch_tick(loop, 2, "ab" * 32, "cd" * 32, NOW)
+
+    def stored(actor: str) -> EventRecord:
+        return EventRecord(
+            event_id=tick.eventId,
+            type=tick.type,
+            source=tick.source,
+            subject=tick.subject,
+            occurred_at="2026-11-30T10:00:07.250000Z",
+            correlation_id=tick.eventId,
+            payload=dict(tick.payload),
+            loop=loop.name if actor == "schedule" else None,
+            admitted_at="2026-11-30T10:00:08.000000Z",
+            admitted_by=actor,
+        )
+
+    window = "watch:2-abababababababab"
+    assert identity(stored("schedule"), loop).key == f"ci-watch|-|{window}"
+    assert idempotency_key(stored("schedule")) == f"loop:ci-watch:{window}"
+    forged = stored("inject")
+    assert identity(forged, None).window == f"event:{tick.eventId}"
+    assert idempotency_key(forged) == f"event:{tick.eventId}"
