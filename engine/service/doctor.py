@@ -2,7 +2,8 @@
 
 - A stopped clock: an enabled loop that admitted no tick for two of its slots (interval
   or cron: the gap between its slots; a host-clock loop: two of its intervals), counted
-  from its last tick, its enablement, or the last slot an operator's pause skipped.
+  from its last tick, its enablement, or the last slot an operator's pause skipped; a
+  watch loop whose next poll is overdue by more than its cadence.
 - A proposal pile-up: a watched loop with more than N open proposals (default 3).
 - A failing probe: an enabled watch loop whose last 3 (or more) polls failed, with the
   diagnostic of the last one.
@@ -71,7 +72,8 @@ def _stopped(tx: Tx, loop: Loop, state: LoopState | None, now: datetime) -> dict
     """The stopped-clock finding for one enabled loop, or None while it turns."""
     seq = slots_of(loop.trigger)
     host = loop.trigger.kind is TriggerKind.HOST and bool(loop.trigger.every_seconds)
-    if seq is None and not host:
+    watch = loop.trigger.kind is TriggerKind.WATCH
+    if seq is None and not host and not watch:
         return None  # manual: nothing is expected of it
     if state is None or not state.enabled or state.enabled_since is None:
         message = (
@@ -82,6 +84,8 @@ def _stopped(tx: Tx, loop: Loop, state: LoopState | None, now: datetime) -> dict
         )
         return _finding(loop, None, None, None, message)
     since = parse_iso(state.enabled_since)
+    if watch:
+        return _watch_stopped(tx, loop, since, now)
     if seq is None:
         return _host_stopped(tx, loop, since, now)
     baseline, start = since, since - EPS
@@ -151,6 +155,21 @@ def _failing_probes(rt: Runtime, observations: list[ObservationRecord]) -> list[
             }
         )
     return out
+
+
+def _watch_stopped(tx: Tx, loop: Loop, since: datetime, now: datetime) -> dict[str, Any] | None:
+    """A watch loop is stopped when its next poll (after its backoff, if its probe
+    fails) is overdue by more than a cadence: nobody is polling it."""
+    obs = tx.get_observation(loop.name)
+    due = parse_iso(obs.next_poll_at) if obs is not None and obs.next_poll_at else since
+    if now <= due + timedelta(seconds=loop.trigger.every_seconds or 0) + GRACE:
+        return None
+    last = obs.observed_at if obs is not None else None
+    message = (
+        f"loop '{loop.name}' ({loop.trigger.describe()}) has not polled its probe since "
+        f"{last or slot_text(since)}; is `engine serve` running?"
+    )
+    return _finding(loop, last, last or slot_text(since), None, message)
 
 
 def _anomaly(kind: str, finding: dict[str, Any]) -> dict[str, Any]:

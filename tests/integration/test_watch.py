@@ -233,6 +233,22 @@ def test_a_paused_watch_is_not_polled(watch: Watch) -> None:
     assert watch.observation().polls == 2
 
 
+def test_a_watch_nobody_polls_is_a_stopped_schedule(watch: Watch) -> None:
+    """A watch loop whose next poll is overdue by more than its cadence (serve is down)
+    is a `stopped_schedule` anomaly; polled again, it is not."""
+    service = watch.service()
+    service.pump()
+    watch.clock.advance(10)
+    assert service.doctor()["anomalies"] == []
+    watch.clock.advance(1.5)  # 11.5 minutes: due at 10:05, one cadence and the grace later
+    stopped = [(a["kind"], a["loop"]) for a in service.doctor()["anomalies"]]
+    assert stopped == [("stopped_schedule", "ci-watch"), ("stopped_schedule", "slow-watch")]
+    message = service.doctor()["anomalies"][0]["message"]
+    assert "has not polled its probe since 2026-11-30T10:00:00" in message
+    service.pump()
+    assert service.doctor()["anomalies"] == []
+
+
 def test_the_schedule_view_shows_the_last_observation(watch: Watch) -> None:
     """`engine schedule` / GET /schedules show a watch loop's trigger, its last
     observation and its next poll."""
