@@ -239,3 +239,13 @@ def test_a_change_is_one_window_and_one_run_key(rules: RuleSet) -> None:
     forged = stored("inject")
     assert identity(forged, None).window == f"event:{tick.eventId}"
     assert idempotency_key(forged) == f"event:{tick.eventId}"
+
+
+def test_the_probe_registry_is_covered_by_the_digest(tmp_path: Path) -> None:
+    """registry/probes.yaml is a kernel file: editing a probe changes the rules digest."""
+    paths = tree(tmp_path, LOOP)
+    before = load_rules(paths).digest
+    probes = paths.registry / "probes.yaml"
+    probes.write_text(probes.read_text().replace("timeout: 20s", "timeout: 25s"))
+    after = load_rules(paths)
+    assert after.digest != before and after.probes["status"].timeout_seconds == 25
