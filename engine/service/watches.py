@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -98,7 +99,7 @@ def _record(rt: Runtime, tx: Tx, loop: Loop, run: ProbeRun, now: datetime) -> St
     if previous is not None and previous.observed_at and parse_iso(previous.observed_at) > now:
         return None
     probe = rt.rules.probes[loop.trigger.probe or ""]
-    step = next_observation(loop, previous, observe(probe, run), now)
+    step = next_observation(loop, _since_enabled(previous, state), observe(probe, run), now)
     if not _store(tx, step.record, previous):
         return None
     at = rt.now()
@@ -107,6 +108,21 @@ def _record(rt: Runtime, tx: Tx, loop: Loop, run: ProbeRun, now: datetime) -> St
     elif step.outcome is Outcome.FAILED:
         _failed(rt, tx, loop, step.record, at)
     return step
+
+
+def _since_enabled(
+    previous: ObservationRecord | None, state: LoopState | None
+) -> ObservationRecord | None:
+    """The observation a poll compares with: none of its fingerprint when it was taken
+    before the loop was last enabled, so a watch switched on again starts from a fresh
+    baseline (as catch-up never reaches before enablement); its change count stays, so
+    a later change never reuses an earlier one's event id."""
+    if previous is None or state is None or state.enabled_since is None:
+        return previous
+    seen = previous.observed_at
+    if seen is None or parse_iso(seen) >= parse_iso(state.enabled_since):
+        return previous
+    return replace(previous, fingerprint=None)
 
 
 def _store(tx: Tx, record: ObservationRecord, previous: ObservationRecord | None) -> bool:

@@ -129,6 +129,34 @@ def test_a_restart_between_polls_keeps_the_cadence(watch: Watch) -> None:
     assert watch.observation().polls == 2
 
 
+def test_a_watch_switched_on_again_starts_from_a_fresh_baseline(watch: Watch) -> None:
+    """A change made while the loop was disabled does not fire when it is enabled again
+    (the first poll after enablement is a baseline, as catch-up never reaches before
+    enablement); the next change fires with the next change number."""
+    service = watch.service()
+    service.pump()
+    watch.state("ci", doc={**DOC, "status": "failed"})
+    watch.clock.advance(5)
+    service.pump()
+    assert watch.observation().changes == 1
+    overlay = watch.root / "config" / "schedule.yaml"
+    overlay.write_text("schedules:\n  ci-watch: {enabled: false}\n")
+    watch.clock.advance(5)
+    watch.service().pump()  # a serve with the loop disabled: not polled
+    assert watch.observation().polls == 2
+    watch.state("ci", doc={**DOC, "status": "completed"})
+    overlay.unlink()
+    watch.clock.advance(60)
+    again = watch.service()
+    again.pump()
+    assert watch.observation().polls == 3 and len(watch.events()) == 1
+    watch.state("ci", doc={**DOC, "status": "queued again"})
+    watch.clock.advance(5)
+    again.pump()
+    assert watch.observation().changes == 2 and len(watch.events()) == 2
+    assert watch.events()[-1].startswith("watch:ci-watch:2-")
+
+
 def test_volatile_text_that_is_ignored_never_fires(watch: Watch) -> None:
     """A relative time matched by the probe's `ignore` pattern, and a key outside its
     include terms, change nothing; a change of the included status does."""
