@@ -132,8 +132,8 @@ class Scheduler:
                     fired += self._fire(tx, loop, now)
         if polled and self.observer is not None:
             result = watches.poll(self.rt, self.observer, polled, now)
-            fired += result["fired"]
-            for name, at in result["next"].items():
+            fired += result.fired
+            for name, at in result.next.items():
                 heapq.heappush(self.heap, _Due(at, name))
         return fired
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -44,10 +44,18 @@ def first_poll(tx: Tx, loop: Loop, now: datetime) -> datetime:
     return parse_iso(obs.next_poll_at) if obs and obs.next_poll_at else now
 
 
-def poll(rt: Runtime, observer: Observer, loops: list[Loop], now: datetime) -> dict[str, Any]:
-    """Poll `loops` at `now`: {"fired": ticks admitted, "next": {loop: next poll}}. A
-    loop that is disabled in the store is dropped (no next poll); a paused one is not
-    polled and comes back after its cadence."""
+@dataclass(frozen=True, slots=True)
+class Polled:
+    """What a pass's polls did: the ticks admitted, and each loop's next poll (a loop
+    disabled in the store has none)."""
+
+    fired: int
+    next: dict[str, datetime]
+
+
+def poll(rt: Runtime, observer: Observer, loops: list[Loop], now: datetime) -> Polled:
+    """Poll `loops` at `now`. A loop that is disabled in the store is dropped (no next
+    poll); a paused one is not polled and comes back after its cadence."""
     with rt.store.read() as tx:
         states = {loop.name: tx.get_loop_state(loop.name) for loop in loops}
     due = [loop for loop in loops if _active(states[loop.name])]
@@ -63,7 +71,7 @@ def poll(rt: Runtime, observer: Observer, loops: list[Loop], now: datetime) -> d
             step = _record(rt, tx, loop, runs[loop.name], now)
             fired += step is not None and step.outcome is Outcome.CHANGED
             nxt[loop.name] = _next_poll(tx, loop, now)
-    return {"fired": fired, "next": nxt}
+    return Polled(fired, nxt)
 
 
 def _enabled(state: LoopState | None) -> bool:
