@@ -1701,8 +1701,14 @@ def test_metrics_snapshot_counts(open_store: Factory) -> None:
 def _create_v3(database: str, *writes: tuple[str, tuple[Any, ...]]) -> None:
     """A database as schema version 3 left it (migrations 1 to 3 only), with `writes`
     (statements with `?` parameters) committed in it."""
+    _create_at(database, 3, *writes)
+
+
+def _create_at(database: str, version: int, *writes: tuple[str, tuple[Any, ...]]) -> None:
+    """A database as schema `version` left it (migrations 1 to `version` only), with
+    `writes` committed in it."""
     backend = "postgresql" if on_postgres(database) else "sqlite"
-    old = [(v, sql) for v, sql in migrations(backend) if v <= 3]
+    old = [(v, sql) for v, sql in migrations(backend) if v <= version]
     ddl = "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
     if on_postgres(database):
         with psycopg.connect(database, autocommit=True) as conn:
@@ -1834,3 +1840,23 @@ def test_an_observation_without_a_baseline_is_updated_from_null(open_store: Fact
         assert tx.update_observation(baseline, observation(polls=1)) is False
         assert tx.update_observation(baseline, failed) is True
         assert tx.get_observation("ci-watch") == baseline
+
+
+def test_migration_5_applies_to_a_version_4_database(open_store: Factory, database: str) -> None:
+    """A database at schema version 4, with a loop's state, is brought to version 5: the
+    loop keeps its state and the new observations table works."""
+    _create_at(
+        database,
+        4,
+        ("INSERT INTO loop_state (loop, enabled, updated_at) VALUES ('ci-watch', 1, ?)", (at(0),)),
+    )
+    assert (5,) not in databases.rows(database, "SELECT version FROM schema_migrations")
+    store = open_store()
+    assert (5,) in databases.rows(database, "SELECT version FROM schema_migrations")
+    with store.write() as tx:
+        state = tx.get_loop_state("ci-watch")
+        assert state is not None and state.enabled
+        assert tx.get_observation("ci-watch") is None
+        assert tx.insert_observation(observation()) is True
+    with store.read() as tx:
+        assert tx.list_observations() == [observation()]
