@@ -249,3 +249,12 @@ def test_the_probe_registry_is_covered_by_the_digest(tmp_path: Path) -> None:
     probes.write_text(probes.read_text().replace("timeout: 20s", "timeout: 25s"))
     after = load_rules(paths)
     assert after.digest != before and after.probes["status"].timeout_seconds == 25
+
+
+def test_a_new_overlay_loop_cannot_be_a_watch(tmp_path: Path) -> None:
+    """The unreviewed overlay declares no watch: a new loop naming a probe is refused at
+    its `watch` key (a watch is declared in a rule file, like the probe it polls)."""
+    overlay = "schedules:\n  my-watch:\n    emit: test.changed\n    every: 5m\n    watch: status\n"
+    found = diagnostics(tree(tmp_path, LOOP, schedule=overlay))
+    assert [(f[0], f[1], f[3]) for f in found] == [("schedule.yaml", 5, "E0802")]
+    assert "unknown field 'watch'" in found[0][4]
