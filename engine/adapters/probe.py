@@ -7,6 +7,8 @@ process group of its own, killed whole on its timeout (SIGTERM, then SIGKILL) an
 it exits (whatever it left running); on Linux the same supervisor as a command's kills
 it when the engine dies. Only the first STDOUT_MAX bytes of stdout are read. Nothing
 the probe prints becomes an event payload: the scheduler keeps its fingerprint alone.
+The values of the probe's `env` are replaced by `***` in whatever it printed, so they
+reach neither a diagnostic nor the fingerprint.
 
 The runner is synchronous: the scheduler calls it from serve's runtime thread, before
 and outside any store transaction."""
@@ -55,7 +57,7 @@ class ProbeRunner:
         secrets = [env[name] for name in probe.env if env.get(name)]
         run = _run(argv, env, float(probe.timeout_seconds), probe.timeout)
         if run.failure is None:
-            return run
+            return ProbeRun(stdout=redact_bytes(run.stdout, secrets))
         return ProbeRun(failure=redact(run.failure, secrets))
 
 
@@ -64,6 +66,14 @@ def redact(text: str, secrets: list[str]) -> str:
     for value in sorted(secrets, key=len, reverse=True):
         text = text.replace(value, "***")
     return text
+
+
+def redact_bytes(data: bytes, secrets: list[str]) -> bytes:
+    """`redact` for stdout: a secret the probe printed reaches neither a diagnostic nor
+    the fingerprint (a rotated token is no change)."""
+    for value in sorted(secrets, key=len, reverse=True):
+        data = data.replace(value.encode("utf-8"), b"***")
+    return data
 
 
 def _run(argv: list[str], env: dict[str, str], timeout: float, shown: str) -> ProbeRun:

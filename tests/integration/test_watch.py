@@ -223,13 +223,32 @@ def watch_wait(watch: Watch) -> float:
     return (nxt - watch.clock.now).total_seconds() / 60
 
 
-def test_output_that_is_not_json_is_a_failed_poll(watch: Watch) -> None:
-    """A probe that prints something other than JSON fails the poll (no baseline)."""
-    watch.state("ci", raw="Error: not logged in")
+def test_output_that_is_not_json_is_a_failed_poll(
+    watch: Watch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe that prints something other than JSON fails the poll (no baseline); its
+    diagnostic quotes the output with the values of the probe's environment hidden."""
+    monkeypatch.setenv("WATCH_SECRET", "hunter2-§-secret")
+    watch.state("ci", raw="Error: token $WATCH_SECRET is not logged in")
     watch.service().pump()
     obs = watch.observation()
     assert (obs.status, obs.fingerprint) == ("failed", None)
-    assert "not JSON" in obs.diagnostic and "not logged in" in obs.diagnostic
+    assert "not JSON" in obs.diagnostic and "token *** is not" in obs.diagnostic
+    assert "hunter2" not in obs.diagnostic
+
+
+def test_a_rotated_secret_in_the_output_is_no_change(
+    watch: Watch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret the probe prints counts as `***`: a rotated token changes nothing."""
+    monkeypatch.setenv("WATCH_SECRET", "first-token")
+    watch.state("ci", doc={**DOC, "status": "queued by $WATCH_SECRET"})
+    service = watch.service()
+    service.pump()
+    monkeypatch.setenv("WATCH_SECRET", "second-token")
+    watch.clock.advance(5)
+    service.pump()
+    assert (watch.observation().polls, watch.observation().changes) == (2, 0)
 
 
 def test_a_probe_that_outlives_its_timeout_is_killed(watch: Watch) -> None:

@@ -1,7 +1,8 @@
 """The probe of the watch tests: prints the JSON document kept in the file named by its
 argument, as a real probe prints a service's state. The file may instead ask it to
-fail: {"exit": N, "stderr": "..."} (the text may name $WATCH_SECRET, which it then
-prints), {"raw": "not json"} or {"sleep": SECONDS} (after writing its pid to "pidfile")."""
+fail: {"exit": N, "stderr": "..."}, {"raw": "not json"} or {"sleep": SECONDS} (after
+writing its pid to "pidfile"). What it prints has $WATCH_SECRET replaced by the value
+of that environment variable, as a careless probe would print its token."""
 
 import json
 import os
@@ -15,10 +16,9 @@ if "pidfile" in state:
         out.write(str(os.getpid()))
 if "sleep" in state:
     time.sleep(state["sleep"])
+secret = os.environ.get("WATCH_SECRET", "")
 if "exit" in state:
-    print(
-        state.get("stderr", "").replace("$WATCH_SECRET", os.environ.get("WATCH_SECRET", "")),
-        file=sys.stderr,
-    )
+    print(state.get("stderr", "").replace("$WATCH_SECRET", secret), file=sys.stderr)
     sys.exit(state["exit"])
-print(state["raw"] if "raw" in state else json.dumps(state["doc"]))
+text = state["raw"] if "raw" in state else json.dumps(state["doc"])
+print(text.replace("$WATCH_SECRET", secret))
