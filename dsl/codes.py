@@ -28,6 +28,7 @@ CODES: dict[str, str] = {
     "E0206": "tick payload does not fit the event type's input schema",
     "E0207": "invalid loop name",
     "E0208": "loop payload sets a reserved tick field",
+    "E0209": "unknown probe, or a probe param the loop payload does not fill",
     # approval safety
     "E0301": "approval auto on a loop that is not enabled",
     "E0302": "approval auto on a human-approval-only event type or definition",

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from engine.adapters.probe import ProbeRunner
 from engine.core.validation import Validators
 from engine.errors import BadRequest
 from engine.loading import Paths, load_rules
@@ -95,4 +96,4 @@ def open_service(db: str, paths: Paths, clock: Clock | None = None, probe: bool 
         clock=clock,
         artifacts=artifacts,
     )
-    return Service(runtime)
+    return Service(runtime, observer=ProbeRunner())

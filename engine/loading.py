@@ -29,7 +29,7 @@ from engine import files
 from engine.core.compiler import compile_rules, compile_with_clocks
 from engine.core.config import REPO_NAME_PATTERN, HostClock, HostTimer, OverlayEntry, RepoEntry
 from engine.core.inputs import Located, Tree
-from engine.core.registry import Definition, EventType
+from engine.core.registry import Definition, EventType, Probe
 from engine.core.ruleset import RuleSet
 from engine.files import display as display
 from engine.files import json_too_deep, not_a_file, read_nested, read_text, yaml_too_deep
@@ -359,6 +359,20 @@ def load_definitions(
     return out
 
 
+def load_probes(registry: Path, collector: Collector, fast: bool = False) -> list[Located[Probe]]:
+    """registry/probes.yaml (optional): the probes watch loops poll."""
+    found = _section(registry / "probes.yaml", "probes", list, collector, fast)
+    if found is None:
+        return []
+    file, section = found
+    out: list[Located[Probe]] = []
+    for index, body in enumerate(section):
+        probe = validate(Probe, body, file, body, collector)
+        if probe is not None:
+            out.append(Located(probe, node_span(file, section, index), _key_spans(file, body)))
+    return out
+
+
 def load_contracts(registry: Path, collector: Collector) -> dict[str, dict[str, Any]]:
     contracts: dict[str, dict[str, Any]] = {}
     folder = registry / "contracts"
@@ -484,6 +498,7 @@ def load_tree(paths: Paths, fast: bool = False) -> Tree:
     event_types = load_event_types(paths.registry, collector, fast)
     definitions = load_definitions(paths.registry, collector, fast)
     contracts = load_contracts(paths.registry, collector)
+    probes = load_probes(paths.registry, collector, fast)
     repos = load_repos(paths.config, collector)
     overlay, host_clocks, release_freeze = load_schedule_settings(paths.config, collector)
     return Tree(
@@ -497,6 +512,7 @@ def load_tree(paths: Paths, fast: bool = False) -> Tree:
         collector=collector,
         host_clocks=host_clocks,
         release_freeze=release_freeze,
+        probes=probes,
     )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.adapters import workspaces
-from engine.core.registry import PARAM_PATTERNS, PLACEHOLDER, Definition, Param
+from engine.core.registry import PARAM_PATTERNS, PLACEHOLDER, Definition, Param, Probe
 from engine.errors import Unprocessable
 from engine.service.runs import Execution
 
@@ -89,8 +89,12 @@ def param_value(name: str, param: Param, payload: Mapping[str, Any]) -> str:
     return text
 
 
+# A closed argv template: a command definition's, or a watch's probe's.
+Template = Definition | Probe
+
+
 def _values(
-    definition: Definition, builtins: Mapping[str, str], payload: Mapping[str, Any]
+    definition: Template, builtins: Mapping[str, str], payload: Mapping[str, Any]
 ) -> dict[str, str]:
     values = dict(builtins)
     for name, param in definition.params.items():
@@ -99,7 +103,7 @@ def _values(
 
 
 def build_argv(
-    definition: Definition, builtins: Mapping[str, str], payload: Mapping[str, Any]
+    definition: Template, builtins: Mapping[str, str], payload: Mapping[str, Any]
 ) -> list[str]:
     """Fill the template element by element; raises ArgumentRefused."""
     values = _values(definition, builtins, payload)
@@ -116,13 +120,17 @@ def workspace_path(
     return Path(PLACEHOLDER.sub(lambda m: values[m.group(1)], definition.workspace.path))
 
 
+def allowed_env(names: tuple[str, ...], environ: Mapping[str, str]) -> dict[str, str]:
+    """BASE_ENV and `names`, copied from `environ` when set; nothing else of it."""
+    return {name: environ[name] for name in (*BASE_ENV, *names) if name in environ}
+
+
 def build_env(
     definition: Definition, environ: Mapping[str, str], run_id: str, event_id: str
 ) -> dict[str, str]:
     """The allowlist: BASE_ENV and the definition's `env` names, copied when set, plus
     ENGINE_RUN_ID and ENGINE_EVENT_ID. Nothing else of the engine's environment."""
-    names = (*BASE_ENV, *definition.env)
-    env = {name: environ[name] for name in names if name in environ}
+    env = allowed_env(definition.env, environ)
     env["ENGINE_RUN_ID"] = run_id
     env["ENGINE_EVENT_ID"] = event_id
     return env

@@ -187,8 +187,9 @@ def _cause_text(cause: dict[str, Any] | None) -> str | None:
 
 
 def flat(entry: dict[str, Any]) -> dict[str, Any]:
-    """A view entry as table cells; with no run yet, the last tick's decision."""
-    return {
+    """A view entry as table cells; with no run yet, the last tick's decision. A watch
+    loop's last observation takes the place of the last slot."""
+    cells = {
         **entry,
         "trigger": entry["trigger"]["describe"],
         "catchUp": entry["catchUp"]["policy"],
@@ -197,6 +198,30 @@ def flat(entry: dict[str, Any]) -> dict[str, Any]:
         "nextFires": ", ".join(entry["nextFires"]),
         "overridden": ", ".join(entry["overridden"]),
     }
+    observation = cells.pop("observation", None)
+    if observation is not None:
+        cells["lastSlot"] = _observed_text(observation)
+        cells["observation"] = _observation_text(observation)
+        cells["diagnostic"] = observation["diagnostic"]
+    return cells
+
+
+def _observed_text(observation: dict[str, Any]) -> str | None:
+    """`2026-11-30T10:05:00Z ok`: when the probe was last polled, and how it went."""
+    if observation["observedAt"] is None:
+        return None
+    return f"{observation['observedAt'][:19]}Z {observation['status']}"
+
+
+def _observation_text(observation: dict[str, Any]) -> str:
+    """`probe ci-status: 12 polls, 1 change (last 2026-...), 0 failures in a row`."""
+    changes = observation["changes"]
+    last = f" (last {observation['changedAt'][:19]}Z)" if observation["changedAt"] else ""
+    return (
+        f"probe {observation['probe']}: {observation['polls']} polls, {changes} "
+        f"change{'' if changes == 1 else 's'}{last}, "
+        f"{observation['consecutiveFailures']} failures in a row"
+    )
 
 
 def run_list(args: argparse.Namespace) -> int:

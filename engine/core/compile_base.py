@@ -14,7 +14,7 @@ from dsl.diagnostics import Collector, Span, did_you_mean
 from dsl.model import HumanOnlyDecl, RouteDecl
 from engine.core.config import HostTimer
 from engine.core.inputs import Tree
-from engine.core.registry import Definition, EventType
+from engine.core.registry import Definition, EventType, Probe
 from engine.core.ruleset import (
     Approval,
     DefinitionRef,
@@ -49,8 +49,18 @@ class CompilerBase:
         self.routed: set[str] = set()  # every routed type, including broken routes
         self.dropped: set[str] = set()  # kernel loops not compiled for their errors
         self.host_timers: list[HostTimer] = []
+        self.probes: dict[str, Probe] = {}  # registry/probes.yaml, by id
+        self.probe_spans: dict[str, Span] = {}  # watch loop -> where its probe is named
 
     # ---- registry ----------------------------------------------------------------
+    def _index_probes(self) -> None:
+        for located in self.tree.probes:
+            probe = located.value
+            if probe.id in self.probes:
+                self.c.error("E0906", f"probe '{probe.id}' is registered twice", located.span)
+                continue
+            self.probes[probe.id] = probe
+
     def _index_registry(self) -> None:
         for located in self.tree.event_types:
             et = located.value
@@ -60,6 +70,7 @@ class CompilerBase:
             self.event_types[et.name] = et
             if et.human_only:
                 self.human_types.add(et.name)
+        self._index_probes()
         first_seen: dict[DefinitionRef, Span] = {}
         for d in self.tree.definitions:
             ref = DefinitionRef(d.value.id, d.value.version)

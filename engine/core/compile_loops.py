@@ -3,6 +3,7 @@ effective loop (after the overlay)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -12,9 +13,10 @@ from dsl.diagnostics import Span, did_you_mean
 from dsl.model import Emit, ForEach, LoopDecl
 from engine.core.compile_base import COLLECTIONS, LOOP_NAME, SAMPLE_REPO, SAMPLE_SLOT, CompilerBase
 from engine.core.loopsettings import read_settings, read_triage
-from engine.core.registry import EventType
+from engine.core.registry import PARAM_PATTERNS, EventType
 from engine.core.ruleset import (
     TICK_FIELDS,
+    WATCH_FIELDS,
     Approval,
     Loop,
     Source,
@@ -129,7 +131,7 @@ class LoopCompiler(CompilerBase):
                 f"loop '{name or decl.name}' has no trigger",
                 decl.name_span,
                 'add one of: every 60m | cron "0 9 * * *" in UTC | at 2026-12-01T09:00:00Z'
-                " | manual | host-clock 24h | on-event TYPE | after LOOP",
+                " | manual | host-clock 24h | watch PROBE every 5m | on-event TYPE | after LOOP",
             )
         payload = self._static_payload(emit, scope, "in a loop payload")
         if draft.trigger is not None and draft.trigger.kind is TriggerKind.AFTER:
@@ -145,6 +147,8 @@ class LoopCompiler(CompilerBase):
             self.approval_spans[name] = draft.approval_span
         if draft.after_spans:
             self.after_spans[name] = draft.after_spans
+        if draft.probe_span is not None:
+            self.probe_spans[name] = draft.probe_span
         payload_span = emit.payload.span if emit.payload is not None else emit.type_span
         self.emit_spans[name] = (emit.type_span, payload_span)
         return Loop(
@@ -299,15 +303,22 @@ class LoopCompiler(CompilerBase):
                 loop.origin,
             )
         type_span, payload_span = self.emit_spans.get(loop.name, (loop.origin, loop.origin))
-        filled = _FILLED.get(loop.trigger.kind, TICK_FIELDS)
+        watch = loop.trigger.kind is TriggerKind.WATCH
+        filled = WATCH_FIELDS if watch else _FILLED.get(loop.trigger.kind, TICK_FIELDS)
         reserved = sorted(filled & set(loop.payload))
         if reserved:
             self.c.error(
                 "E0208",
                 f"loop '{loop.name}' sets tick field(s) {', '.join(reserved)} in its payload",
                 overlay_keys.get("payload", payload_span),
-                f"{', '.join(sorted(filled))} are filled by the engine",
+                WATCH_HINT
+                if watch
+                else f"{', '.join(sorted(filled))} are filled by the engine"
+                if loop.trigger.kind in _FILLED
+                else "loop, slot, cadenceSeconds and skippedSlots are filled by the engine",
             )
+        if watch:
+            self._check_probe(loop, overlay_keys.get("payload", payload_span))
         at_type = overlay_keys.get("emit", type_span)
         self._routed_type(loop.event_type, at_type)
         approval_at = overlay_keys.get("approval", self.approval_spans.get(loop.name, loop.origin))
@@ -353,31 +364,102 @@ class LoopCompiler(CompilerBase):
             at_payload = overlay_keys.get("payload", overlay_keys.get("emit", payload_span))
             self._check_tick_payload(loop, et, at_payload)
 
+    def _check_probe(self, loop: Loop, payload_at: Span) -> None:
+        """A watch loop names a registered probe, and its static payload fills each of
+        the probe's params with a value of the param's type."""
+        name = loop.trigger.probe or ""
+        at = self.probe_spans.get(loop.name, loop.origin)
+        probe = self.probes.get(name)
+        if probe is None:
+            known = sorted(self.probes)
+            hint = did_you_mean(name, known) or (
+                "probes: " + ", ".join(known) if known else "declare it in registry/probes.yaml"
+            )
+            self.c.error("E0209", f"unknown probe '{name}'", at, hint)
+            return
+        for param_name, param in probe.params.items():
+            value = _payload_value(loop.payload, param.source)
+            text = None if isinstance(value, bool) else value
+            if not isinstance(text, str | int) or not re.fullmatch(
+                PARAM_PATTERNS[param.type], str(text)
+            ):
+                self.c.error(
+                    "E0209",
+                    f"probe '{name}' param '{param_name}' reads {param.source}, which loop "
+                    f"'{loop.name}' does not set to a {param.type}",
+                    payload_at,
+                    f"add it to the loop's static payload, e.g. {{ {param.source[8:]}: ... }}",
+                )
+
     def _check_tick_payload(self, loop: Loop, et: EventType, at: Span) -> None:
-        cadence = (
-            loop.trigger.every_seconds
-            if loop.trigger.kind in (TriggerKind.INTERVAL, TriggerKind.HOST)
-            else 0
-        )
-        filled: dict[str, Any] = {
-            "loop": loop.name,
-            "slot": SAMPLE_SLOT,
-            "cadenceSeconds": cadence or 0,
-            "skippedSlots": 0,
-        }
-        # A waiting trigger's tick takes its cause's repo when the loop names none (the
-        # runtime refuses, and journals, a tick that still does not fit).
-        if loop.trigger.kind is TriggerKind.EVENT:
-            filled = {"loop": loop.name, "window": "w", "trigger": SAMPLE_TRIGGER, "repo": "r"}
-        elif loop.trigger.kind is TriggerKind.AFTER:
-            filled = {"loop": loop.name, "window": "w", "upstream": SAMPLE_UPSTREAM, "repo": "r"}
-        sample = {**filled, **loop.payload}
+        sample = tick_sample(loop)
         assert et.payload_schema is not None
         error = next(iter(self._validator(et).iter_errors(sample)), None)
         if error is not None:
+            fields = "{" + ", ".join(k for k in sample if k not in loop.payload) + "}"
+            if loop.trigger.kind is TriggerKind.WATCH:
+                fields = WATCH_PAYLOAD
             self.c.error(
                 "E0206",
                 f"loop '{loop.name}' ticks would not fit '{et.name}': {error.message}",
                 at,
-                f"the tick payload is {{{', '.join(filled)}}} plus {sorted(loop.payload)}",
+                f"the tick payload is {fields} plus {sorted(loop.payload)}",
             )
+
+
+SAMPLE_FINGERPRINT = "0" * 64
+WATCH_PAYLOAD = "{loop, window, fingerprint, previousFingerprint, observedAt}"
+WATCH_HINT = f"a watch's tick fields {WATCH_PAYLOAD} are filled by the engine"
+
+
+def _payload_value(payload: Mapping[str, Any], source: str) -> object:
+    """The value at `payload.a.b` of a static payload; None when absent."""
+    value: object = payload
+    for key in source.split(".")[1:]:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def tick_sample(loop: Loop) -> dict[str, Any]:
+    """A payload of the shape the loop's ticks have, for the E0206 schema check."""
+    if loop.trigger.kind is TriggerKind.WATCH:
+        return {
+            **loop.payload,
+            "loop": loop.name,
+            "window": f"watch:1-{SAMPLE_FINGERPRINT[:16]}",
+            "fingerprint": SAMPLE_FINGERPRINT,
+            "previousFingerprint": SAMPLE_FINGERPRINT,
+            "observedAt": SAMPLE_SLOT,
+        }
+    # A waiting trigger's tick takes its cause's repo when the loop names none (the
+    # runtime refuses, and journals, a tick that still does not fit).
+    if loop.trigger.kind is TriggerKind.EVENT:
+        return {
+            "loop": loop.name,
+            "window": "w",
+            "trigger": SAMPLE_TRIGGER,
+            "repo": "r",
+            **loop.payload,
+        }
+    if loop.trigger.kind is TriggerKind.AFTER:
+        return {
+            "loop": loop.name,
+            "window": "w",
+            "upstream": SAMPLE_UPSTREAM,
+            "repo": "r",
+            **loop.payload,
+        }
+    cadence = (
+        loop.trigger.every_seconds
+        if loop.trigger.kind in (TriggerKind.INTERVAL, TriggerKind.HOST)
+        else 0
+    )
+    return {
+        "loop": loop.name,
+        "slot": SAMPLE_SLOT,
+        "cadenceSeconds": cadence or 0,
+        "skippedSlots": 0,
+        **loop.payload,
+    }

@@ -72,6 +72,7 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
             contracts=self.tree.contracts,
             digest=self.tree.digest,
             release_freeze=release_freeze(self.tree),
+            probes=self.probes,
         )
 
 

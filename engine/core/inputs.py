@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 from dsl.diagnostics import Collector, Span
 from dsl.model import RuleFile
 from engine.core.config import HostClock, OverlayEntry, RepoEntry
-from engine.core.registry import Definition, EventType
+from engine.core.registry import Definition, EventType, Probe
 
 T = TypeVar("T")
 
@@ -38,3 +38,4 @@ class Tree:
     collector: Collector
     host_clocks: list[Located[HostClock]] = field(default_factory=list)
     release_freeze: bool = False  # config/schedule.yaml `release_freeze:` (seed 2 §16)
+    probes: list[Located[Probe]] = field(default_factory=list)  # registry/probes.yaml

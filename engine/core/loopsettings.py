@@ -44,6 +44,7 @@ class Draft:
 
     trigger: Trigger | None = None
     trigger_span: Span | None = None
+    probe_span: Span | None = None  # a watch's probe name, checked against the registry
     catch_up: CatchUp = CatchUp.NONE
     catch_up_cap: int | None = None
     max_lateness_seconds: int | None = None
@@ -116,6 +117,20 @@ def _set_trigger(d: Draft, s: Setting, trigger: Trigger) -> None:
 def _every(d: Draft, s: Setting) -> None:
     (arg,) = _words(s, 1, "DURATION")
     _set_trigger(d, s, Trigger(TriggerKind.INTERVAL, every_seconds=_duration(arg)))
+
+
+def _watch(d: Draft, s: Setting) -> None:
+    probe, word_every, cadence = _words(s, 3, "PROBE every DURATION")
+    if probe.kind == "string" or word_every.value != "every":
+        raise _Bad(
+            "E0105",
+            "'watch' takes a probe name and its poll cadence",
+            s.span,
+            "write: watch ci-status every 5m",
+        )
+    trigger = Trigger(TriggerKind.WATCH, every_seconds=_duration(cadence), probe=probe.value)
+    _set_trigger(d, s, trigger)
+    d.probe_span = probe.span
 
 
 def _host_clock(d: Draft, s: Setting) -> None:
@@ -404,6 +419,7 @@ HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
     "manual": _manual,
     "host-clock": _host_clock,
     "after": _after,
+    "watch": _watch,
     "catch-up": _catch_up,
     "max-lateness": _max_lateness,
     "singleton": _flag("singleton", True, "overlap"),
@@ -420,7 +436,7 @@ HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
     "on-active": _on_active,
 }
 
-_TRIGGERS = {"every", "cron", "at", "manual", "host-clock", "after", "on-event"}
+_TRIGGERS = {"every", "cron", "at", "manual", "host-clock", "watch", "after", "on-event"}
 
 
 def read_settings(

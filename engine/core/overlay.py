@@ -1,8 +1,10 @@
 """The instance overlay (`config/schedule.yaml`) merged over the kernel loops.
 
-A kernel loop may change `enabled`, `every` (interval loops) and payload keys; every
-other field is pinned by its reviewed rule file. A name the kernel does not declare is
-a new, complete loop of the instance (SPEC §4.8, seed 1 §8)."""
+A kernel loop may change `enabled`, `every` (an interval loop's cadence, or a watch
+loop's poll cadence; its probe stays the reviewed one) and payload keys; every other
+field is pinned by its reviewed rule file. A name the kernel does not declare is a new,
+complete loop of the instance (SPEC §4.8, seed 1 §8), with a clock trigger: a watch is
+declared in a rule file only, like the probe it polls."""
 
 from __future__ import annotations
 
@@ -75,10 +77,11 @@ def _override(
         return None
     trigger = loop.trigger
     if entry.every is not None:
-        if trigger.kind is not TriggerKind.INTERVAL:
+        if trigger.kind not in (TriggerKind.INTERVAL, TriggerKind.WATCH):
             c.error(
                 "E0801",
-                f"'every' applies to interval loops; '{loop.name}' is {loop.trigger.describe()}",
+                f"'every' applies to interval and watch loops; '{loop.name}' is "
+                f"{loop.trigger.describe()}",
                 _at(located, "every"),
                 f"its trigger is pinned by {loop.origin}",
             )

@@ -8,10 +8,14 @@ from dataclasses import dataclass
 from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason, is_human
 from engine.core.envelope import Envelope
 from engine.core.ruleset import Approval, Loop, RuleSet, TriggerKind
-from engine.core.triggers import AFTER_SOURCE, EVENT_SOURCE
+from engine.core.triggers import AFTER_SOURCE, EVENT_SOURCE, WATCH_SOURCE
 
 # The triggers whose ticks only the runtime makes, by the source of those ticks.
-_WAITING = {EVENT_SOURCE: TriggerKind.EVENT, AFTER_SOURCE: TriggerKind.AFTER}
+_WAITING = {
+    EVENT_SOURCE: TriggerKind.EVENT,
+    AFTER_SOURCE: TriggerKind.AFTER,
+    WATCH_SOURCE: TriggerKind.WATCH,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,7 @@ def loop_of(event: Envelope, admitted_by: str, rules: RuleSet) -> Loop | None:
       loop's slot (source `bridge`), and nothing else;
     - an operator (`operator:<name>`) backfills a scheduled loop's past slot (source
       `schedule`) and runs any loop now (source `manual`);
+    - the scheduler (`schedule`) alone fires a watch loop's change (source `watch`);
     - the runtime (`schedule`) fires an `on-event` loop for an admitted event (source
       `on-event`) and an `after` loop for a concluded occurrence (source `after`).
 

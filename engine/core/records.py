@@ -123,6 +123,23 @@ class LoopState:
 
 
 @dataclass(frozen=True, slots=True)
+class ObservationRecord:
+    """A watch loop's last observation of its probe: metadata only, never the probe's
+    output (docs/scheduling.md, "Condition watches")."""
+
+    loop: str
+    fingerprint: str | None = None  # the last good one; None before the baseline
+    changes: int = 0  # changes seen since the baseline (each fired the loop once)
+    observed_at: str | None = None  # the last poll
+    status: str = "ok"  # of the last poll: ok | failed
+    diagnostic: str = ""  # why the last poll failed (at most 500 characters)
+    consecutive_failures: int = 0
+    polls: int = 0  # every poll, unchanged ones included
+    next_poll_at: str | None = None  # the last poll plus the cadence, or the backoff
+    changed_at: str | None = None  # the last change
+
+
+@dataclass(frozen=True, slots=True)
 class SkipRecord:
     """Due slots that did not fire, as a range, and why."""
 

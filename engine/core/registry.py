@@ -183,10 +183,7 @@ class Definition(_Frozen):
     @field_validator("env")
     @classmethod
     def _env(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for name in value:
-            if not re.match(r"^[A-Z_][A-Z0-9_]*$", name):
-                raise ValueError(f"'{name}' is not an environment variable name")
-        return value
+        return env_names(value)
 
     @model_validator(mode="after")
     def _adapter_fields(self) -> Definition:
@@ -215,6 +212,99 @@ class Definition(_Frozen):
                 f"params {sorted(unused)} are declared but not used in argv or workspace"
             )
         return self
+
+
+# A probe's timeout: the default, and the most it may declare.
+PROBE_TIMEOUT = "30s"
+PROBE_TIMEOUT_MAX = 600
+
+
+class Probe(_Frozen):
+    """A read-only observation a watch loop polls (registry/probes.yaml): a closed argv
+    template like a command definition's (typed params from the loop's static payload,
+    the `{python}` builtin, `env` names only), a required upper bound on its run time,
+    and the projection of its JSON stdout that counts: the `include` terms (dotted
+    paths, `[]` for every item of a list; none: the whole document) and the `ignore`
+    regular expressions cut from every string (engine.core.probes)."""
+
+    id: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    argv: tuple[str, ...] = Field(min_length=1)
+    params: dict[str, Param] = Field(default_factory=dict)
+    env: tuple[str, ...] = ()
+    timeout: str = PROBE_TIMEOUT
+    include: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+    @property
+    def timeout_seconds(self) -> int:
+        return parse_duration(self.timeout)
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str) -> str:
+        try:
+            seconds = parse_duration(value)
+        except DurationError as err:
+            raise ValueError(str(err)) from None
+        if seconds > PROBE_TIMEOUT_MAX:
+            raise ValueError(f"a probe's timeout is at most 10m, not {value}")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return env_names(value)
+
+    @field_validator("include")
+    @classmethod
+    def _include(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for term in value:
+            if re.fullmatch(INCLUDE_TERM, term) is None:
+                raise ValueError(
+                    f"include term '{term}' is not a dotted path (e.g. status, [].headSha, "
+                    "jobs[].conclusion)"
+                )
+        return value
+
+    @field_validator("ignore")
+    @classmethod
+    def _ignore(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"ignore pattern '{pattern}' is not a regex: {err}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _template(self) -> Probe:
+        for item in self.argv:
+            _check_option_placeholder(item)
+            for name in PLACEHOLDER.findall(item):
+                if name not in self.params and name not in PROBE_BUILTINS:
+                    known = ", ".join(sorted([*self.params, *PROBE_BUILTINS]))
+                    raise ValueError(
+                        f"argv placeholder '{{{name}}}' is not a declared param (known: {known})"
+                    )
+        unused = set(self.params) - {n for a in self.argv for n in PLACEHOLDER.findall(a)}
+        if unused:
+            raise ValueError(f"params {sorted(unused)} are declared but not used in argv")
+        return self
+
+
+# A probe runs outside any run: of the builtins, only the interpreter is known.
+PROBE_BUILTINS = ("python",)
+# One include term: `a.b`, `[]`, `[].a`, `a[].b`, `a.b[]` (keys of letters, digits, _ -).
+INCLUDE_TERM = r"(\[\]|[A-Za-z0-9_-]+(\[\])?)(\.([A-Za-z0-9_-]+(\[\])?|\[\]))*"
+
+
+def env_names(value: tuple[str, ...]) -> tuple[str, ...]:
+    """An `env:` list: environment variable names only (their values are never written)."""
+    for name in value:
+        if not re.match(r"^[A-Z_][A-Z0-9_]*$", name):
+            raise ValueError(f"'{name}' is not an environment variable name")
+    return value
 
 
 def _check_option_placeholder(item: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from dsl.diagnostics import Span
 from dsl.expr import Expr, ObjectExpr
 from dsl.model import Guard, Let, Refusal
-from engine.core.registry import Definition, EventType
+from engine.core.registry import Definition, EventType, Probe
 from engine.core.triage import TriageRule
 
 
@@ -23,6 +23,7 @@ class TriggerKind(StrEnum):
     AT = "at"  # `at 2026-12-01T09:00:00Z`: one shot
     MANUAL = "manual"  # fired only by `engine schedule trigger`
     HOST = "host"  # `host-clock 24h`: fired by a host timer through `engine emit`
+    WATCH = "watch"  # `watch ci-status every 5m`: polls a probe, fires when it changes
     EVENT = "event"  # `on-event TYPE [window EXPR] [if EXPR]`: fired by an admitted event
     AFTER = "after"  # `after LOOP [outcome X ...] [state S ...]`: fired by a conclusion
 
@@ -52,6 +53,8 @@ DEFAULT_CATCHUP_CAP = 100
 
 # Tick payload fields the engine fills; a loop's static payload may not set them.
 TICK_FIELDS = frozenset({"loop", "slot", "cadenceSeconds", "skippedSlots"})
+# The fields a watch loop's tick carries instead (engine.core.ticks.watch_tick).
+WATCH_FIELDS = frozenset({"loop", "window", "fingerprint", "previousFingerprint", "observedAt"})
 
 
 def default_cap(catch_up: CatchUp, cap: int | None) -> int | None:
@@ -82,10 +85,11 @@ class StopCondition(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Trigger:
     kind: TriggerKind
-    every_seconds: int | None = None  # interval and host clocks
+    every_seconds: int | None = None  # interval and host clocks; a watch's poll cadence
     cron: str | None = None
     timezone: str | None = None
     at: datetime | None = None
+    probe: str | None = None  # a watch's probe (registry/probes.yaml)
     # on-event: the admitted type that fires the loop, the guard it must pass and the
     # window (an expression over `event`; None: the event's own id)
     event_type: str | None = None
@@ -108,6 +112,8 @@ class Trigger:
                 return f'cron "{self.cron}" in {self.timezone}'
             case TriggerKind.AT:
                 return f"at {self.at.isoformat() if self.at else '?'}"
+            case TriggerKind.WATCH:
+                return f"watch {self.probe} every {format_duration(self.every_seconds or 0)}"
             case TriggerKind.EVENT:
                 guarded = " (guarded)" if self.guard is not None else ""
                 return f"on-event {self.event_type}{guarded}"
@@ -291,6 +297,7 @@ class RuleSet:
     contracts: Mapping[str, Mapping[str, Any]]  # output contracts (JSON Schema) by $id
     digest: str
     release_freeze: bool = False  # config/schedule.yaml `release_freeze:` (seed 2 §16)
+    probes: Mapping[str, Probe] = field(default_factory=dict)  # registry/probes.yaml
 
     def is_human_only(self, event_type: str) -> bool:
         """True when no rule, chain or policy may approve this event type but a human:

@@ -7,15 +7,16 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from engine.core.envelope import Envelope
+from engine.core.envelope import Envelope, iso
 from engine.core.records import EventRecord
 from engine.core.ruleset import Loop, TriggerKind
 from engine.core.slots import IntervalSlots, Slots, cadence_seconds, slots_of
-from engine.core.triggers import WAITING_SOURCES
+from engine.core.triggers import WAITING_SOURCES, WATCH_SOURCE
 
 # Sources whose ticks are a slot's firing: the scheduler's and a host timer's. A run-now
 # (source `manual`) is an event of its own, never a slot's identity.
 SLOT_SOURCES = frozenset({"schedule", "bridge"})
+# The source of a watch loop's tick: a change of its probe, never a slot.
 
 
 @lru_cache(maxsize=4096)  # a wave formats one slot for thousands of loops
@@ -58,6 +59,39 @@ def tick(loop: Loop, slot: datetime, skipped: int, source: str = "schedule") -> 
         source=source,
         subject=loop.name,
         occurredAt=slot,
+        correlationId=event_id,
+        payload=payload,
+    )
+
+
+def watch_window(changes: int, fingerprint: str) -> str:
+    """A watch's occurrence window: the change's number and the new fingerprint."""
+    return f"watch:{changes}-{fingerprint[:16]}"
+
+
+def watch_tick(
+    loop: Loop, changes: int, fingerprint: str, previous: str, observed: datetime
+) -> Envelope:
+    """A watch loop's tick for its `changes`-th change: `watch:<loop>:<n>-<fp16>`,
+    source `watch`, payload the loop's static payload plus `{loop, window, fingerprint,
+    previousFingerprint, observedAt}`. The same change always gives the same envelope,
+    so two processes that see it converge on one admission."""
+    window = watch_window(changes, fingerprint)
+    event_id = f"watch:{loop.name}:{window.removeprefix('watch:')}"
+    payload = {
+        **loop.payload,
+        "loop": loop.name,
+        "window": window,
+        "fingerprint": fingerprint,
+        "previousFingerprint": previous,
+        "observedAt": iso(observed),
+    }
+    return Envelope.model_construct(
+        eventId=event_id,
+        type=loop.event_type,
+        source=WATCH_SOURCE,
+        subject=loop.name,
+        occurredAt=observed,
         correlationId=event_id,
         payload=payload,
     )

@@ -17,11 +17,14 @@ from dsl import expr as ex
 from engine.core.envelope import Envelope
 from engine.core.ruleset import Loop, RuleSet, TriggerKind
 
-# The sources of these ticks. Only the runtime admits them (actor `schedule`): an
-# envelope from outside that claims one follows its route (engine.core.planner.loop_of).
+# The sources of the ticks of the triggers that wait. Only the runtime admits them
+# (actor `schedule`): an envelope from outside that claims one follows its route
+# (engine.core.planner.loop_of).
 EVENT_SOURCE: Final = "on-event"
 AFTER_SOURCE: Final = "after"
-WAITING_SOURCES: Final = frozenset({EVENT_SOURCE, AFTER_SOURCE})
+WATCH_SOURCE: Final = "watch"  # a condition watch's change (engine.core.ticks.watch_tick)
+# The ticks whose occurrence window the runtime computed and put in `payload.window`.
+WAITING_SOURCES: Final = frozenset({EVENT_SOURCE, AFTER_SOURCE, WATCH_SOURCE})
 
 # The payload fields the engine fills in these ticks; a loop's static payload may not
 # set them (E0208).

@@ -27,6 +27,7 @@ from engine.service import (
     retries,
     runs,
     schedules,
+    watches,
 )
 from engine.service import doctor as checks
 from engine.service.admission import Admission
@@ -47,9 +48,9 @@ NOTIFY_EVERY = timedelta(seconds=5)
 
 
 class Service:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, observer: watches.Observer | None = None) -> None:
         self.rt = runtime
-        self.scheduler = Scheduler(runtime)
+        self.scheduler = Scheduler(runtime, observer=observer)
         self.sink = sink_from_env()
         self._last_sweep: datetime | None = None
         self._last_notify: datetime | None = None

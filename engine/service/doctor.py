@@ -2,8 +2,11 @@
 
 - A stopped clock: an enabled loop that admitted no tick for two of its slots (interval
   or cron: the gap between its slots; a host-clock loop: two of its intervals), counted
-  from its last tick, its enablement, or the last slot an operator's pause skipped.
+  from its last tick, its enablement, or the last slot an operator's pause skipped; a
+  watch loop whose next poll is overdue by more than its cadence.
 - A proposal pile-up: a watched loop with more than N open proposals (default 3).
+- A failing probe: an enabled watch loop whose last 3 (or more) polls failed, with the
+  diagnostic of the last one.
 
 Paused loops and superseded proposals are information, not anomalies."""
 
@@ -14,7 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engine.core.envelope import iso, parse_iso
-from engine.core.records import LoopState
+from engine.core.probes import FAILING
+from engine.core.records import LoopState, ObservationRecord
 from engine.core.ruleset import Approval, Loop, TriggerKind
 from engine.core.slots import SkipReason, slots_of
 from engine.core.states import ProposalState
@@ -36,6 +40,7 @@ def doctor(rt: Runtime, now: datetime, pileup: int = PILEUP) -> dict[str, Any]:
     paused: list[dict[str, Any]] = []
     with rt.store.read() as tx:
         states = {s.loop: s for s in tx.list_loop_states()}
+        failing = _failing_probes(rt, tx.list_observations())
         opened = tx.open_proposals_by_loop()
         for name, loop in sorted(rt.rules.loops.items()):
             state = states.get(name)
@@ -49,6 +54,7 @@ def doctor(rt: Runtime, now: datetime, pileup: int = PILEUP) -> dict[str, Any]:
         superseded = tx.list_proposals(COUNT_LIMIT, ProposalState.SUPERSEDED.value)
     anomalies = [_anomaly("stopped_schedule", s) for s in stopped]
     anomalies += [_anomaly("proposal_pileup", p) for p in pileups]
+    anomalies += [_anomaly("failing_probe", f) for f in failing]
     return {
         "ok": not anomalies,
         "checkedAt": iso(now),
@@ -56,6 +62,7 @@ def doctor(rt: Runtime, now: datetime, pileup: int = PILEUP) -> dict[str, Any]:
         "anomalies": anomalies,
         "stoppedSchedules": stopped,
         "proposalPileups": pileups,
+        "failingProbes": failing,
         "pausedSchedules": paused,
         "supersededProposals": dict(sorted(Counter(p.loop for p in superseded if p.loop).items())),
     }
@@ -65,7 +72,8 @@ def _stopped(tx: Tx, loop: Loop, state: LoopState | None, now: datetime) -> dict
     """The stopped-clock finding for one enabled loop, or None while it turns."""
     seq = slots_of(loop.trigger)
     host = loop.trigger.kind is TriggerKind.HOST and bool(loop.trigger.every_seconds)
-    if seq is None and not host:
+    watch = loop.trigger.kind is TriggerKind.WATCH
+    if seq is None and not host and not watch:
         return None  # manual: nothing is expected of it
     if state is None or not state.enabled or state.enabled_since is None:
         message = (
@@ -76,6 +84,8 @@ def _stopped(tx: Tx, loop: Loop, state: LoopState | None, now: datetime) -> dict
         )
         return _finding(loop, None, None, None, message)
     since = parse_iso(state.enabled_since)
+    if watch:
+        return _watch_stopped(tx, loop, since, now)
     if seq is None:
         return _host_stopped(tx, loop, since, now)
     baseline, start = since, since - EPS
@@ -122,6 +132,44 @@ def _host_stopped(tx: Tx, loop: Loop, since: datetime, now: datetime) -> dict[st
         f"two intervals; is its host timer running `engine emit`?"
     )
     return _finding(loop, seen, seen or slot_text(since), None, message)
+
+
+def _failing_probes(rt: Runtime, observations: list[ObservationRecord]) -> list[dict[str, Any]]:
+    """Enabled watch loops whose probe failed FAILING times in a row or more."""
+    out = []
+    for obs in observations:
+        loop = rt.rules.loops.get(obs.loop)
+        if loop is None or not loop.enabled or obs.consecutive_failures < FAILING:
+            continue
+        out.append(
+            {
+                "loop": loop.name,
+                "probe": loop.trigger.probe,
+                "consecutiveFailures": obs.consecutive_failures,
+                "lastPoll": obs.observed_at,
+                "diagnostic": obs.diagnostic,
+                "message": (
+                    f"watch loop '{loop.name}': probe '{loop.trigger.probe}' failed "
+                    f"{obs.consecutive_failures} polls in a row: {obs.diagnostic}"
+                ),
+            }
+        )
+    return out
+
+
+def _watch_stopped(tx: Tx, loop: Loop, since: datetime, now: datetime) -> dict[str, Any] | None:
+    """A watch loop is stopped when its next poll (after its backoff, if its probe
+    fails) is overdue by more than a cadence: nobody is polling it."""
+    obs = tx.get_observation(loop.name)
+    due = parse_iso(obs.next_poll_at) if obs is not None and obs.next_poll_at else since
+    if now <= due + timedelta(seconds=loop.trigger.every_seconds or 0) + GRACE:
+        return None
+    last = obs.observed_at if obs is not None else None
+    message = (
+        f"loop '{loop.name}' ({loop.trigger.describe()}) has not polled its probe since "
+        f"{last or slot_text(since)}; is `engine serve` running?"
+    )
+    return _finding(loop, last, last or slot_text(since), None, message)
 
 
 def _anomaly(kind: str, finding: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,10 @@ with due loops O(due log loops). Truth is in the store, never in the heap: each 
 loop's state (cursor, enablement, pause) is read in the pass's transaction, its ticks
 are admitted through the same idempotent path as any event, its skipped slots are
 recorded, and its cursor moves forward, all in one commit. Several processes may
-run passes on one database: they converge on one admission per slot."""
+run passes on one database: they converge on one admission per slot.
+
+Watch loops share the heap: their entries are next polls, not slots (no catch-up), and
+a due one is polled by `engine.service.watches` after the slots of the pass commit."""
 
 from __future__ import annotations
 
@@ -16,9 +19,10 @@ from datetime import datetime, timedelta
 
 from engine.core.envelope import parse_iso
 from engine.core.records import LoopState, SkipRecord
-from engine.core.ruleset import Loop
+from engine.core.ruleset import Loop, TriggerKind
 from engine.core.slots import Pass, Policy, SkipReason, Slots, plan_pass, skip_all, slots_of
 from engine.core.ticks import slot_text, tick
+from engine.service import watches
 from engine.service.admission import admit_record
 from engine.service.context import Runtime
 from engine.service.planning import plan_safely
@@ -40,6 +44,8 @@ class Scheduler:
     heap: list[_Due] = field(default_factory=list)
     sequences: dict[str, Slots] = field(default_factory=dict)
     started: bool = False
+    # Runs a watch's probe; without one (a service that only reads) nothing is polled.
+    observer: watches.Observer | None = None
 
     # ---- start: reconcile the store with the rules ---------------------------------------
     def start(self, now: datetime) -> None:
@@ -57,6 +63,8 @@ class Scheduler:
                     self._record_enablement(tx, loop, state, now)
                 if loop.enabled and seq is not None:
                     self._push(loop.name, tx.get_loop_state(loop.name), now)
+                elif loop.enabled and self._polled(loop):
+                    heapq.heappush(self.heap, _Due(watches.first_poll(tx, loop, now), loop.name))
         self.started = True
 
     def _record_enablement(
@@ -114,11 +122,24 @@ class Scheduler:
                 due.append(name)
         if not due:
             return 0
+        loops = [self.rt.rules.loops[name] for name in dict.fromkeys(due)]
+        polled = [loop for loop in loops if self._polled(loop)]
         fired = 0
-        with self.rt.store.write() as tx:
-            for name in dict.fromkeys(due):
-                fired += self._fire(tx, self.rt.rules.loops[name], now)
+        slotted = [loop for loop in loops if loop.name in self.sequences]
+        if slotted:
+            with self.rt.store.write() as tx:
+                for loop in slotted:
+                    fired += self._fire(tx, loop, now)
+        if polled and self.observer is not None:
+            result = watches.poll(self.rt, self.observer, polled, now)
+            fired += result.fired
+            for name, at in result.next.items():
+                heapq.heappush(self.heap, _Due(at, name))
         return fired
+
+    def _polled(self, loop: Loop) -> bool:
+        """A watch loop, and a probe runner to poll it with."""
+        return loop.trigger.kind is TriggerKind.WATCH and self.observer is not None
 
     def _fire(self, tx: Tx, loop: Loop, now: datetime) -> int:
         state = tx.get_loop_state(loop.name)

@@ -14,8 +14,8 @@ from typing import Any
 from dsl.diagnostics import did_you_mean
 from engine.core.durations import DurationError, parse_duration
 from engine.core.envelope import iso, parse_iso
-from engine.core.records import EventRecord, LoopState, RunRecord
-from engine.core.ruleset import Loop
+from engine.core.records import EventRecord, LoopState, ObservationRecord, RunRecord
+from engine.core.ruleset import Loop, TriggerKind
 from engine.core.slots import IntervalSlots, SkipReason, Slots, next_fires, slots_of
 from engine.core.ticks import SLOT_SOURCES, manual_tick, slot_text, tick
 from engine.core.triggers import AFTER_SOURCE, EVENT_SOURCE
@@ -23,6 +23,7 @@ from engine.errors import BadRequest, Conflict, NotFound
 from engine.service.admission import Admission, admit, admit_in
 from engine.service.context import Runtime
 from engine.service.notifications import notify
+from engine.service.watches import observation_view
 from engine.store.ports import Tx
 
 NEXT_FIRES = 5
@@ -94,6 +95,11 @@ def _entry(
     seq = slots_of(loop.trigger)
     event = tx.last_loop_event(loop.name)
     due = next_due(loop, seq, state, now)
+    observed = None
+    if loop.trigger.kind is TriggerKind.WATCH:
+        obs = tx.get_observation(loop.name)
+        observed = observation_view(obs, loop)
+        due = next_poll(loop, obs, state, now)
     paused = state is not None and state.paused
     return {
         "name": loop.name,
@@ -130,7 +136,20 @@ def _entry(
         "openProposals": opened,
         "nextDue": slot_text(due) if due is not None else None,
         "nextFires": [slot_text(s) for s in next_fires(seq, now, NEXT_FIRES)] if seq else [],
+        "observation": observed,
     }
+
+
+def next_poll(
+    loop: Loop, obs: ObservationRecord | None, state: LoopState | None, now: datetime
+) -> datetime | None:
+    """A watch loop's next poll: the recorded one (in the past while serve is down), or
+    now for an enabled loop never polled; None for a disabled one."""
+    if not loop.enabled:
+        return None
+    if obs is None or obs.next_poll_at is None or state is None or not state.enabled:
+        return now
+    return parse_iso(obs.next_poll_at)
 
 
 def next_due(

@@ -16,6 +16,7 @@ from engine.core.records import (
     JournalEntry,
     LoopState,
     NotificationRecord,
+    ObservationRecord,
     OccurrenceRecord,
     OutboxItem,
     ProposalRecord,
@@ -147,6 +148,20 @@ class Tx(Protocol):
         """Record a skipped range once (idempotent on loop, first slot and reason)."""
 
     def list_skips(self, loop: str, since: str) -> list[SkipRecord]: ...
+
+    # ---- condition watches ----------------------------------------------------------
+    def get_observation(self, loop: str) -> ObservationRecord | None: ...
+
+    def list_observations(self) -> list[ObservationRecord]:
+        """By loop name."""
+
+    def insert_observation(self, obs: ObservationRecord) -> bool:
+        """A watch loop's first observation; False (nothing written) when it has one."""
+
+    def update_observation(self, obs: ObservationRecord, expect: ObservationRecord) -> bool:
+        """Replace the loop's observation with `obs`: a compare-and-set on the
+        fingerprint and poll count of `expect`, the row the caller read. False (nothing
+        written) when another process moved it first, so a change is taken once."""
 
     def loop_events(self, loop: str, since: str, limit: int) -> list[EventRecord]:
         """A loop's ticks that occurred since `since`, oldest first."""

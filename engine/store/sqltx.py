@@ -17,6 +17,7 @@ from engine.core.records import (
     JournalEntry,
     LoopState,
     NotificationRecord,
+    ObservationRecord,
     OccurrenceRecord,
     OutboxItem,
     ProposalRecord,
@@ -81,6 +82,10 @@ def _run(row: Row) -> RunRecord:
 
 def _loop_state(row: Row) -> LoopState:
     return _record(LoopState, row, bools=("enabled", "paused"))
+
+
+def _observation(obs: ObservationRecord) -> dict[str, Any]:
+    return {name: getattr(obs, name) for name in ObservationRecord.__slots__}
 
 
 def _journal(row: Row) -> JournalEntry:
@@ -483,6 +488,25 @@ class SqlTx:
 
     def list_skips(self, loop: str, since: str) -> list[SkipRecord]:
         return [SkipRecord(**dict(r)) for r in self._all("list_skips", loop=loop, since=since)]
+
+    def get_observation(self, loop: str) -> ObservationRecord | None:
+        row = self._one("get_observation", loop=loop)
+        return None if row is None else ObservationRecord(**dict(row))
+
+    def list_observations(self) -> list[ObservationRecord]:
+        return [ObservationRecord(**dict(r)) for r in self._all("list_observations")]
+
+    def insert_observation(self, obs: ObservationRecord) -> bool:
+        return self._exec("insert_observation", **_observation(obs)) == 1
+
+    def update_observation(self, obs: ObservationRecord, expect: ObservationRecord) -> bool:
+        moved = self._exec(
+            "update_observation",
+            **_observation(obs),
+            expect_fingerprint=expect.fingerprint,
+            expect_polls=expect.polls,
+        )
+        return moved == 1
 
     def loop_events(self, loop: str, since: str, limit: int) -> list[EventRecord]:
         return [_event(r) for r in self._all("loop_events", loop=loop, since=since, limit=limit)]

@@ -18,6 +18,7 @@ from engine.core.records import (
     DecisionRecord,
     EventRecord,
     JournalEntry,
+    ObservationRecord,
     ProposalRecord,
     RunRecord,
     SkipRecord,
@@ -1700,8 +1701,14 @@ def test_metrics_snapshot_counts(open_store: Factory) -> None:
 def _create_v3(database: str, *writes: tuple[str, tuple[Any, ...]]) -> None:
     """A database as schema version 3 left it (migrations 1 to 3 only), with `writes`
     (statements with `?` parameters) committed in it."""
+    _create_at(database, 3, *writes)
+
+
+def _create_at(database: str, version: int, *writes: tuple[str, tuple[Any, ...]]) -> None:
+    """A database as schema `version` left it (migrations 1 to `version` only), with
+    `writes` committed in it."""
     backend = "postgresql" if on_postgres(database) else "sqlite"
-    old = [(v, sql) for v, sql in migrations(backend) if v <= 3]
+    old = [(v, sql) for v, sql in migrations(backend) if v <= version]
     ddl = "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
     if on_postgres(database):
         with psycopg.connect(database, autocommit=True) as conn:
@@ -1768,3 +1775,88 @@ def test_migration_4_applies_to_a_version_3_database(open_store: Factory, databa
     with reopened.read() as tx:
         assert tx.get_occurrence("t-1") == keyed
         assert len(tx.list_findings(10)) == 1 and len(tx.list_notifications(10)) == 1
+
+
+# ---- condition watches ------------------------------------------------------------------
+
+
+def observation(**changes: object) -> ObservationRecord:
+    base = ObservationRecord(
+        loop="ci-watch",
+        fingerprint="a" * 64,
+        changes=0,
+        observed_at=at(1),
+        status="ok",
+        diagnostic="",
+        consecutive_failures=0,
+        polls=1,
+        next_poll_at=at(6),
+        changed_at=None,
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_a_watch_loop_has_one_observation_read_back_whole(open_store: Factory) -> None:
+    """A loop's first observation is stored once, read back field for field, and listed
+    by loop; a second first observation writes nothing."""
+    store = open_store()
+    first = observation()
+    with store.write() as tx:
+        assert tx.get_observation("ci-watch") is None
+        assert tx.insert_observation(first) is True
+        assert tx.insert_observation(observation(fingerprint="b" * 64)) is False
+        assert tx.insert_observation(observation(loop="a-watch", fingerprint=None)) is True
+    with store.read() as tx:
+        assert tx.get_observation("ci-watch") == first
+        assert [o.loop for o in tx.list_observations()] == ["a-watch", "ci-watch"]
+        assert tx.get_observation("a-watch") == observation(loop="a-watch", fingerprint=None)
+
+
+def test_an_observation_changes_by_compare_and_set(open_store: Factory) -> None:
+    """Two processes that read the same observation and both saw a change: the first
+    update moves the row, the second (on the stale fingerprint and poll count) writes
+    nothing, so the change is taken once."""
+    one, two = open_store(), open_store()
+    seen = observation()
+    with one.write() as tx:
+        tx.insert_observation(seen)
+    changed = observation(fingerprint="b" * 64, changes=1, polls=2, changed_at=at(6))
+    with one.write() as tx:
+        assert tx.update_observation(changed, seen) is True
+    with two.write() as tx:
+        assert tx.update_observation(dataclasses.replace(changed, changes=2), seen) is False
+        assert tx.get_observation("ci-watch") == changed
+
+
+def test_an_observation_without_a_baseline_is_updated_from_null(open_store: Factory) -> None:
+    """A loop whose polls only failed so far has no fingerprint: its row is updated on
+    a compare-and-set against the missing fingerprint, and not on a made-up one."""
+    store = open_store()
+    failed = observation(fingerprint=None, status="failed", diagnostic="exit 1",
+                         consecutive_failures=1)  # fmt: skip
+    with store.write() as tx:
+        tx.insert_observation(failed)
+        baseline = observation(polls=2)
+        assert tx.update_observation(baseline, observation(polls=1)) is False
+        assert tx.update_observation(baseline, failed) is True
+        assert tx.get_observation("ci-watch") == baseline
+
+
+def test_migration_5_applies_to_a_version_4_database(open_store: Factory, database: str) -> None:
+    """A database at schema version 4, with a loop's state, is brought to version 5: the
+    loop keeps its state and the new observations table works."""
+    _create_at(
+        database,
+        4,
+        ("INSERT INTO loop_state (loop, enabled, updated_at) VALUES ('ci-watch', 1, ?)", (at(0),)),
+    )
+    assert (5,) not in databases.rows(database, "SELECT version FROM schema_migrations")
+    store = open_store()
+    assert (5,) in databases.rows(database, "SELECT version FROM schema_migrations")
+    with store.write() as tx:
+        state = tx.get_loop_state("ci-watch")
+        assert state is not None and state.enabled
+        assert tx.get_observation("ci-watch") is None
+        assert tx.insert_observation(observation()) is True
+    with store.read() as tx:
+        assert tx.list_observations() == [observation()]

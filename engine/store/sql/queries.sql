@@ -199,6 +199,31 @@ ON CONFLICT (loop, first_slot, reason) DO NOTHING;
 -- name: list_skips
 SELECT * FROM slot_skips WHERE loop = :loop AND last_slot >= :since ORDER BY first_slot;
 
+-- name: get_observation
+SELECT * FROM observations WHERE loop = :loop;
+
+-- name: list_observations
+SELECT * FROM observations ORDER BY loop;
+
+-- name: insert_observation
+-- A watch loop's first observation (its baseline, or a first failed poll).
+INSERT INTO observations (loop, fingerprint, changes, observed_at, status, diagnostic,
+                          consecutive_failures, polls, next_poll_at, changed_at)
+VALUES (:loop, :fingerprint, :changes, :observed_at, :status, :diagnostic,
+        :consecutive_failures, :polls, :next_poll_at, :changed_at)
+ON CONFLICT (loop) DO NOTHING;
+
+-- name: update_observation
+-- A compare-and-set on the fingerprint (and the poll count) the caller read.
+UPDATE observations SET
+    fingerprint = :fingerprint, changes = :changes, observed_at = :observed_at,
+    status = :status, diagnostic = :diagnostic,
+    consecutive_failures = :consecutive_failures, polls = :polls,
+    next_poll_at = :next_poll_at, changed_at = :changed_at
+WHERE loop = :loop AND polls = :expect_polls
+  AND (fingerprint = :expect_fingerprint
+       OR (fingerprint IS NULL AND CAST(:expect_fingerprint AS TEXT) IS NULL));
+
 -- name: loop_events
 -- A loop's admitted events (ticks) that occurred since an instant, oldest first.
 SELECT * FROM events WHERE loop = :loop AND occurred_at >= :since

@@ -1,0 +1,16 @@
+-- Schema version 5 (PostgreSQL): condition watches. One row per watch loop: its probe's last
+-- observation (fingerprint, when, status, a bounded diagnostic, counters), never the
+-- probe's output. A change is a compare-and-set on the fingerprint, so two processes
+-- polling one database fire a change once.
+CREATE TABLE observations (
+    loop                  TEXT COLLATE "C" PRIMARY KEY,
+    fingerprint           TEXT COLLATE "C",
+    changes               INTEGER NOT NULL DEFAULT 0,
+    observed_at           TEXT COLLATE "C",
+    status                TEXT COLLATE "C" NOT NULL DEFAULT 'ok',
+    diagnostic            TEXT COLLATE "C" NOT NULL DEFAULT '',
+    consecutive_failures  INTEGER NOT NULL DEFAULT 0,
+    polls                 INTEGER NOT NULL DEFAULT 0,
+    next_poll_at          TEXT COLLATE "C",
+    changed_at            TEXT COLLATE "C"
+);
