@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import functools
 import io
 import os
 import random
@@ -281,7 +282,7 @@ def _code_lines(source: str) -> list[str]:
 
 
 def mutants_of(module: str) -> list[Mutant]:
-    source = (ROOT / module).read_text(encoding="utf-8")
+    source = _source(module)
     lines = _code_lines(source)
     tree = ast.parse(source)
     only = TARGETS[module][1]
@@ -296,8 +297,15 @@ def mutants_of(module: str) -> list[Mutant]:
     return found
 
 
+@functools.cache
+def _source(module: str) -> str:
+    """A module's text as it was when the run first read it: the checkout may change
+    while a run takes its half hour, and every mutant must be of the text the copies hold."""
+    return (ROOT / module).read_text(encoding="utf-8")
+
+
 def mutated_source(mutant: Mutant) -> str:
-    source = (ROOT / mutant.module).read_text(encoding="utf-8")
+    source = _source(mutant.module)
     tree = ast.parse(source)
     node, _, description = list(_points(tree, TARGETS[mutant.module][1]))[mutant.index]
     replacement = _apply(node, description)
