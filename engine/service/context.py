@@ -3,7 +3,6 @@ validators, the lifecycle machines and the clock."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.envelope import iso
+from engine.core.ids import stable_id as stable_id
 from engine.core.records import JournalEntry
 from engine.core.ruleset import RuleSet
 from engine.core.validation import Validators
@@ -93,8 +93,3 @@ class Runtime:
                 data=data,
             )
         )
-
-
-def stable_id(prefix: str, key: str) -> str:
-    """A deterministic id, so two processes deciding the same thing converge."""
-    return f"{prefix}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"

@@ -11,36 +11,32 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+from engine.core.decide import conclusion, finding_of, snapshot_of, with_history
 from engine.core.decisions import Decision, DecisionKind
 from engine.core.envelope import iso, parse_iso
 from engine.core.occurrence import (
     ACTIVE,
-    DAY,
-    NOTIFIED_ENDS,
-    QUIET_AFTER,
-    TERMINAL,
     Gate,
     Identity,
-    budget_view,
     gate,
     identity,
     needs_history,
 )
-from engine.core.policy import FAILURES, FailureClass, backoff_delay, classify
+from engine.core.policy import FailureClass, backoff_delay, classify
 from engine.core.records import (
     EventRecord,
-    FindingRecord,
     LoopState,
     OccurrenceRecord,
     RunRecord,
 )
 from engine.core.registry import Definition
-from engine.core.ruleset import Loop, OnActive, max_active
-from engine.core.ticks import manual_tick
+from engine.core.ruleset import Loop, max_active
+from engine.core.ticks import idempotency_key
 from engine.core.triage import Triage, TriageSnapshot, triage
-from engine.service import triggers
-from engine.service.context import Runtime, stable_id
-from engine.service.notifications import last_state, notify
+from engine.service.apply import apply
+from engine.service.context import Runtime
+from engine.service.facts import history
+from engine.service.notifications import last_state
 from engine.store.ports import Tx
 
 # A conflict waits at most this many times before the occurrence times out.
@@ -60,143 +56,17 @@ def snapshot(
     active: int,
     at: str,
 ) -> TriageSnapshot:
-    """The bounded facts of seed 2 §7, read in the planning transaction."""
-    repo = rt.rules.repos.get(ident.repo) if ident.repo else None
-    frozen = bool(repo is not None and repo.frozen)
-    base = TriageSnapshot(
-        payload=event.payload,
-        loop=loop.name,
-        repo=repo.as_snapshot() if repo is not None else None,
-        in_flight=int(in_flight),
-        active=active,
-        failures=state.consecutive_failures if state else 0,
-        nothing_streak=state.nothing_streak if state else 0,
-        paused=bool(state and state.paused),
-        freeze=frozen or rt.rules.release_freeze,
-        now=at,
-    )
+    """The bounded facts of a loop's triage (docs/occurrences.md), read now: the cheap
+    ones, and the history when the loop's triage or stop conditions read it."""
+    snap = snapshot_of(rt.rules, loop, event, ident, state, in_flight, active, at)
     if not needs_history(loop):
-        return base
-    last_run = tx.last_loop_run(loop.name)
-    since = iso(parse_iso(at) - DAY)
-    usage = tx.budget_usage(loop.name, ident.repo, since)
-    resumed = last_resumed(tx, loop.name)
-    previous = next(
-        (
-            o
-            for o in tx.list_occurrences(50, loop=loop.name)
-            if o.event_id != event.event_id
-            and o.state in TERMINAL
-            and o.decision is not None
-            and o.state != "cancelled"  # a stop or an operator's cancel concludes nothing
-            and (resumed is None or o.updated_at > resumed)  # a resume starts afresh
-        ),
-        None,
-    )
-    counted = 0
-    if loop.policy.max_occurrences is not None:  # before this one (already opened)
-        start = state.enabled_since if state and state.enabled_since else ""
-        cap = loop.policy.max_occurrences + 2
-        found = tx.occurrences_of_loop(loop.name, start, cap)
-        counted = sum(1 for o in found if o.event_id != event.event_id)
-    return replace(
-        base,
-        last_outcome=last_run.outcome if last_run else None,
-        findings=len(tx.list_findings(1000, status="candidate", loop=loop.name)),
-        budget=budget_view(loop, usage),
-        last_state=previous.state if previous else None,
-        last_decision=previous.decision if previous else None,
-        occurrences=counted,
-    )
+        return snap
+    return with_history(snap, loop, history(tx, loop, event, ident.repo, state, at))
 
 
-def last_resumed(tx: Tx, loop: str) -> str | None:
-    """When an operator last resumed the loop (its journal), if ever."""
-    entries = tx.list_journal(1000, 0, "loop", loop)
-    return next((e.at for e in reversed(entries) if e.action == "resumed"), None)
-
-
-def pause_for(
-    rt: Runtime, tx: Tx, loop: Loop, condition: str, occ: OccurrenceRecord, at: str
-) -> None:
-    """Pause the loop on a stop condition that only a person can clear."""
-    why = f"stop condition {condition}: resume the loop once it is handled"
-    pause_loop(rt, tx, loop, why, f"stopped:{condition}", occ, at, condition=condition)
-
-
-def pause_loop(
-    rt: Runtime,
-    tx: Tx,
-    loop: Loop,
-    why: str,
-    state: str,
-    occ: OccurrenceRecord,
-    at: str,
-    **data: Any,
-) -> None:
-    """The schedule pauses its own loop (the breaker, a stop that waits for a person):
-    journaled with actor `schedule` and the reason, and notified."""
-    if not tx.set_paused(loop.name, True, why, "schedule", at):
-        return
-    rt.journal(
-        tx,
-        "loop",
-        loop.name,
-        "paused",
-        "schedule",
-        note=why,
-        at=at,
-        data={**data, "occurrence": occ.event_id},
-    )
-    notify(  # the whole loop pauses: one notification state per loop, whatever the repo
-        rt,
-        tx,
-        "loop",
-        state,
-        why,
-        loop=loop.name,
-        links={"loop": loop.name, "occurrence": occ.event_id},
-        at=at,
-    )
-
-
-def record_finding(
-    rt: Runtime, tx: Tx, occ: OccurrenceRecord, result: Triage, at: str
-) -> FindingRecord:
-    """Seed 2 §9: one candidate per semantic key, counted each time it is seen."""
-    assert result.finding_key is not None
-    finding, created = tx.upsert_finding(
-        FindingRecord(
-            finding_id=stable_id("find", result.finding_key),
-            semantic_key=result.finding_key,
-            loop=occ.loop,
-            repo=occ.repo,
-            category=result.finding_category or "general",
-            evidence=dict(result.evidence),
-            confidence=None,
-            recommended_action=result.note,
-            status="candidate",
-            occurrence_count=1,
-            first_seen_at=at,
-            last_seen_at=at,
-            last_occurrence=occ.event_id,
-        )
-    )
-    rt.journal(
-        tx,
-        "finding",
-        finding.finding_id,
-        "recorded" if created else "seen_again",
-        "system",
-        at=at,
-        note=result.note,
-        data={
-            "key": finding.semantic_key,
-            "occurrence": occ.event_id,
-            "count": finding.occurrence_count,
-        },
-    )
-    return finding
+def record_finding(rt: Runtime, tx: Tx, occ: OccurrenceRecord, result: Triage, at: str) -> None:
+    """One candidate per semantic key, counted each time it is seen."""
+    apply(rt, tx, (finding_of(occ, result, at),), at)
 
 
 # ---- settling a finished run -----------------------------------------------------------------
@@ -461,87 +331,40 @@ def concluded(
     *,
     counts: bool = True,
 ) -> None:
-    """After an occurrence reached a terminal state: count failures toward the circuit
-    breaker (an operator's cancel never counts, nor does a proposal nobody approved:
-    `counts=False`), count quiet no-ops, notify a state a person may act on, and admit
-    one follow-up tick for coalesced triggers."""
+    """After an occurrence reached a terminal state: read what its conclusion reads and
+    apply `engine.core.decide.conclusion` (counters, notifications, the circuit breaker,
+    a coalesced follow-up, the loops `after` it)."""
     loop = rt.rules.loops.get(occ.loop) if occ.loop else None
     if loop is None:
         return
     state = tx.get_loop_state(loop.name)
     if state is None:
         return
-    failures, streak, quiet = state.consecutive_failures, state.nothing_streak, state.quiet_until
-    if occ.state == "cancelled" or not counts:
-        pass  # an operator's cancel (or a stop) is neither a failure nor a success
-    elif occ.state == "completed":
-        failures, streak, quiet = 0, (streak + 1 if cls is FailureClass.NOTHING_TO_DO else 0), None
-    elif occ.state == "nothing_to_do":
-        streak += 1
-        if streak >= QUIET_AFTER:
-            delay = backoff_delay(loop.policy.backoff, streak - QUIET_AFTER)
-            quiet = iso(parse_iso(at) + timedelta(seconds=delay))
-    elif (cls in FAILURES) if cls is not None else occ.state in ("failed", "timed_out"):
-        # a run that failed (its retries used up included); a day's budget running out
-        # before anything ran is not a failure of the loop
-        failures += 1
-        streak = 0
-    tx.set_loop_counters(loop.name, failures, streak, quiet, at)
-    if occ.state in NOTIFIED_ENDS:
-        notify(
-            rt,
-            tx,
-            "occurrence",
-            occ.state,
-            note or f"loop '{loop.name}' {occ.state}",
-            loop=loop.name,
-            repo=occ.repo,
-            links={"occurrence": occ.event_id, "loop": loop.name},
-            at=at,
-        )
-    elif occ.state == "completed" and (
-        # what was last announced for this loop and repository was a failure: a success
-        # is news (whatever reset the failure count meanwhile, e.g. an operator's resume)
-        last_state(tx, "occurrence", loop.name, occ.repo) in NOTIFIED_ENDS
-    ):
-        notify(
-            rt,
-            tx,
-            "occurrence",
-            "recovered",
-            f"loop '{loop.name}' succeeded again",
-            loop=loop.name,
-            repo=occ.repo,
-            links={"occurrence": occ.event_id, "loop": loop.name},
-            at=at,
-        )
-    breaker = loop.policy.circuit_breaker
-    if breaker is not None and failures >= breaker and not state.paused:
-        why = f"circuit breaker: {failures} consecutive failures (limit {breaker})"
-        pause_loop(rt, tx, loop, why, "breaker_tripped", occ, at, failures=failures)
-    fresh = tx.get_occurrence(occ.event_id)
-    if fresh is not None and fresh.signals > 0 and loop.on_active is OnActive.COALESCE:
-        _follow_up(rt, tx, loop, fresh, at)
-    triggers.on_concluded(rt, tx, occ, at)
-
-
-def _follow_up(rt: Runtime, tx: Tx, loop: Loop, occ: OccurrenceRecord, at: str) -> None:
-    """Coalesced triggers become one manual-style tick, admitted through the outbox."""
-    token = "coalesced-" + stable_id("f", occ.event_id)
-    tick = manual_tick(loop, parse_iso(at), token).model_copy(
-        update={"correlationId": occ.event_id}
+    fresh = tx.get_occurrence(occ.event_id) or occ
+    event = tx.get_event(occ.event_id)
+    run = None
+    waited_for = any(other.trigger.upstream == occ.loop for other in rt.rules.loops.values())
+    if event is not None and waited_for:  # its run's outcome is what `after` filters on
+        settled = int((fresh.used or {}).get("runs", 0))
+        key = idempotency_key(event) + (f"#{settled - 1}" if settled > 1 else "")
+        run = tx.get_run_by_key(key)
+    last = last_state(tx, "occurrence", loop.name, occ.repo) if occ.state == "completed" else None
+    correlation = (event.correlation_id or event.event_id) if event else occ.event_id
+    plan = conclusion(
+        rt.rules,
+        loop,
+        occ,
+        cls,
+        at,
+        note,
+        state,
+        last,
+        correlation,
+        run,
+        counts=counts,
+        signals=fresh.signals,
     )
-    event_id = tick.eventId
-    tx.enqueue_outbox(tick.model_dump(mode="json"), None, "schedule", at)
-    rt.journal(
-        tx,
-        "occurrence",
-        occ.event_id,
-        "follow_up",
-        "schedule",
-        at=at,
-        note=f"{occ.signals} coalesced triggers: one follow-up tick {event_id}",
-    )
+    apply(rt, tx, plan, at)
 
 
 def active_limit_reached(

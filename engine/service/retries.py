@@ -8,6 +8,7 @@ import logging
 from dataclasses import dataclass, field
 
 from engine.core import occurrence as occ_core
+from engine.core.decide import envelope_of, ref_of
 from engine.core.decisions import DecisionKind
 from engine.core.planner import Snapshot, loop_of, plan
 from engine.core.records import OccurrenceRecord
@@ -15,7 +16,7 @@ from engine.core.ticks import idempotency_key
 from engine.core.triage import TriageDecision, triage
 from engine.service import occurrences
 from engine.service.context import Runtime
-from engine.service.planning import envelope_of, queue_run, ref_of
+from engine.service.planning import queue_run
 from engine.store.ports import Tx
 
 log = logging.getLogger("engine.occurrences")

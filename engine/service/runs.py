@@ -9,6 +9,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from engine.core import authority, chains
+from engine.core.decide import envelope_of
 from engine.core.decisions import is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import LEASED, RunRecord
@@ -19,7 +20,6 @@ from engine.service import occurrences
 from engine.service.admission import admit_in, check
 from engine.service.context import Runtime
 from engine.service.executions import Execution
-from engine.service.planning import envelope_of
 from engine.store.ports import Tx
 
 __all__ = ["Execution", "Start"]

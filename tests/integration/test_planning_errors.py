@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from engine.bootstrap import open_service
+from engine.core import decide as deciding
 from engine.core.envelope import Envelope
 from engine.loading import Paths
-from engine.service import planning
 
 TREE = Path(__file__).resolve().parents[1] / "data" / "scheduler"
 
@@ -36,14 +36,14 @@ def test_a_poison_event_is_recorded_and_the_batch_goes_on(
         Paths(TREE / "loops", TREE / "registry", TREE / "config"),
         clock=lambda: datetime(2026, 11, 30, 9, 30, tzinfo=UTC),
     )
-    real_plan = planning.plan
+    real_plan = deciding.plan  # the planner, as the pure decision calls it
 
     def flaky(event: Envelope, *args: Any) -> Any:
         if event.eventId == "poison":
             raise RuntimeError("boom")
         return real_plan(event, *args)
 
-    monkeypatch.setattr(planning, "plan", flaky)
+    monkeypatch.setattr(deciding, "plan", flaky)
     service.admit_many([envelope("before"), envelope("poison"), envelope("after")], "inject")
     service.pump()
     kinds = {e: service.event(e)["decision"] for e in ("before", "poison", "after")}
