@@ -4,7 +4,7 @@ connection, the transaction boundaries and the parameter style."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
@@ -107,6 +107,29 @@ OCCURRENCE_CHANGES = frozenset(
 BUDGET_KEYS = ("runs", "wall_clock_seconds")
 
 
+def budget_total(rows: Iterable[tuple[Any, Any, bool]]) -> dict[str, int]:
+    """The budget spent by occurrences given as (used, reserved, finished): a finished
+    occurrence counts what it used; an unfinished one its reservation and what earlier
+    attempts already used (one waiting for a retry has used a run and reserves none
+    until it is dispatched again). Whole seconds, with the milliseconds that records
+    keeping `wall_clock_ms` add up to."""
+    total = dict.fromkeys(BUDGET_KEYS, 0)
+    exact_ms = 0  # the milliseconds the whole seconds of `used` records leave out
+    for used, reserved, finished in rows:
+        for spent in [used] if finished else [used, reserved]:
+            if not isinstance(spent, dict):
+                continue
+            for key in BUDGET_KEYS:
+                value = spent.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    total[key] += int(value)
+            ms = spent.get("wall_clock_ms")  # exact where kept, so short runs add up
+            if isinstance(ms, int) and not isinstance(ms, bool):
+                exact_ms += ms - int(spent.get("wall_clock_seconds", 0)) * 1000
+    total["wall_clock_seconds"] += exact_ms // 1000
+    return total
+
+
 def _occurrence(row: Row) -> OccurrenceRecord:
     return _record(OccurrenceRecord, row, json=_OCCURRENCE_JSON)
 
@@ -127,8 +150,8 @@ def _notification(row: Row) -> NotificationRecord:
     return _record(NotificationRecord, row, json=("links",))
 
 
-def _counted(
-    rows: list[Row], groups: tuple[str, ...], counts: tuple[str, ...]
+def counted(
+    rows: Sequence[Row], groups: tuple[str, ...], counts: tuple[str, ...]
 ) -> list[dict[str, Any]]:
     """Grouped counts as plain dicts (counts as ints: PostgreSQL's are bigint or numeric),
     in a stable order (by the group columns, a NULL first)."""
@@ -592,27 +615,10 @@ class SqlTx:
         return [_occurrence(r) for r in rows]
 
     def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
-        total = dict.fromkeys(BUDGET_KEYS, 0)
-        exact_ms = 0  # the milliseconds the whole seconds of `used` records leave out
-        for row in self._all("budget_rows", loop=loop, repo=repo, since=since):
-            # A finished occurrence counts what it used. An unfinished one counts its
-            # reservation, and what earlier attempts already used (one waiting for a
-            # retry has used a run and reserves none until it is dispatched again).
-            parts = (
-                [row["used"]] if row["finished_at"] is not None else [row["used"], row["reserved"]]
-            )
-            for spent in map(_loads, parts):
-                if not isinstance(spent, dict):
-                    continue
-                for key in BUDGET_KEYS:
-                    value = spent.get(key)
-                    if isinstance(value, int | float) and not isinstance(value, bool):
-                        total[key] += int(value)
-                ms = spent.get("wall_clock_ms")  # exact where kept, so short runs add up
-                if isinstance(ms, int) and not isinstance(ms, bool):
-                    exact_ms += ms - int(spent.get("wall_clock_seconds", 0)) * 1000
-        total["wall_clock_seconds"] += exact_ms // 1000
-        return total
+        rows = self._all("budget_rows", loop=loop, repo=repo, since=since)
+        return budget_total(
+            (_loads(r["used"]), _loads(r["reserved"]), r["finished_at"] is not None) for r in rows
+        )
 
     def set_loop_counters(
         self,
@@ -743,17 +749,17 @@ class SqlTx:
     # ---- metrics ---------------------------------------------------------------------
     def metrics_snapshot(self) -> dict[str, list[dict[str, Any]]]:
         return {
-            "occurrences": _counted(
+            "occurrences": counted(
                 self._all("metrics_occurrences"), ("loop", "state", "decision"), ("n",)
             ),
-            "decisions": _counted(self._all("metrics_decisions"), ("kind", "reason"), ("n",)),
-            "runs": _counted(
+            "decisions": counted(self._all("metrics_decisions"), ("kind", "reason"), ("n",)),
+            "runs": counted(
                 self._all("metrics_runs"), ("loop", "state", "outcome"), ("n", "attempts")
             ),
-            "findings": _counted(self._all("metrics_findings"), ("status",), ("n", "occurrences")),
-            "journal": _counted(self._all("metrics_journal"), ("action",), ("n",)),
-            "dispatched": _counted(self._all("metrics_dispatched"), (), ("n",)),
-            "proposals": _counted(self._all("metrics_proposals"), ("state",), ("n", "by_operator")),
+            "findings": counted(self._all("metrics_findings"), ("status",), ("n", "occurrences")),
+            "journal": counted(self._all("metrics_journal"), ("action",), ("n",)),
+            "dispatched": counted(self._all("metrics_dispatched"), (), ("n",)),
+            "proposals": counted(self._all("metrics_proposals"), ("state",), ("n", "by_operator")),
         }
 
     def run_timings(self, limit: int) -> list[tuple[str, str | None, str | None]]:

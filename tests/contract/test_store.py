@@ -1,5 +1,7 @@
-"""The storage contract, written once and held by every backend: each test runs on a
-SQLite file and on a database of a real PostgreSQL server (conftest's `database`)."""
+"""The storage contract, written once and held by every store: each test runs on a
+SQLite file, on a database of a real PostgreSQL server and on the in-memory store
+(conftest's `store_database`); the few that send the database SQL of their own run on
+the two databases only (`real_databases`)."""
 
 from __future__ import annotations
 
@@ -22,22 +24,24 @@ from engine.core.records import (
     RunRecord,
     SkipRecord,
 )
+from engine.store.memory import MemoryDatabase, MemoryStore, MemoryStoreError
 from engine.store.ports import Store
 
 Factory = Callable[[], Store]
 R = TypeVar("R")
 
-# What either driver raises when the database refuses a statement.
-DB_ERRORS = (sqlite3.DatabaseError, psycopg.Error)
+# What each store raises when the database refuses a statement.
+DB_ERRORS = (sqlite3.DatabaseError, psycopg.Error, MemoryStoreError)
 # How long a step that must not wait may take before the test calls it stuck.
 PROMPT_S = 5.0
 
 
 def _stores(database: str) -> Iterator[Factory]:
     opened: list[Store] = []
+    memory = MemoryDatabase()
 
     def factory() -> Store:
-        store = open_backend(database)
+        store = MemoryStore(memory) if database == databases.MEMORY else open_backend(database)
         opened.append(store)
         return store
 
@@ -47,9 +51,19 @@ def _stores(database: str) -> Iterator[Factory]:
 
 
 @pytest.fixture
+def database(store_database: str) -> str:
+    """The database under test: the one `open_store` opens."""
+    return store_database
+
+
+@pytest.fixture
 def open_store(database: str) -> Iterator[Factory]:
     """Opens stores on one database; each call is another connection, as another process."""
     yield from _stores(database)
+
+
+# For a test that sends the database SQL of its own: the two databases, not the memory store.
+real_databases = pytest.mark.parametrize("store_database", databases.BACKENDS, indirect=True)
 
 
 def at(minute: int, second: int = 0) -> str:
@@ -239,6 +253,7 @@ def test_proposal_decisions_are_compare_and_set(open_store: Factory) -> None:
     assert final is not None and (final.state, final.decided_by) == ("approved", "operator:alice")
 
 
+@real_databases  # the database itself refuses an UPDATE sent to it (the memory store has no SQL)
 def test_journal_is_append_only(open_store: Factory, database: str) -> None:
     """Journal records can be appended and read in order, never changed: the database
     itself refuses an UPDATE or a DELETE of the journal, whoever sends it."""
@@ -1725,6 +1740,7 @@ def _create_v3(database: str, *writes: tuple[str, tuple[Any, ...]]) -> None:
         lite.close()
 
 
+@real_databases  # migrations are SQL run on a database (the memory store has no schema)
 def test_migration_4_applies_to_a_version_3_database(open_store: Factory, database: str) -> None:
     """A database created at schema version 3, with data, is brought to version 4 when a
     store opens it: its rows keep their values and take the new columns' defaults, and
