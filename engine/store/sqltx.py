@@ -249,22 +249,22 @@ class SqlTx:
         self._exec("mark_planned", event_id=event_id)
 
     # ---- decisions and occurrences -------------------------------------------------
-    def insert_decision(self, d: DecisionRecord) -> bool:
+    def insert_decision(self, decision: DecisionRecord) -> bool:
         return (
             self._exec(
                 "insert_decision",
-                event_id=d.event_id,
-                kind=d.kind,
-                reason=d.reason,
-                definition=d.definition,
-                loop=d.loop,
-                approved_by=d.approved_by,
-                human_only=int(d.human_only),
-                mutating=int(d.mutating),
-                rule=d.rule,
-                note=d.note,
-                rules_digest=d.rules_digest,
-                decided_at=d.decided_at,
+                event_id=decision.event_id,
+                kind=decision.kind,
+                reason=decision.reason,
+                definition=decision.definition,
+                loop=decision.loop,
+                approved_by=decision.approved_by,
+                human_only=int(decision.human_only),
+                mutating=int(decision.mutating),
+                rule=decision.rule,
+                note=decision.note,
+                rules_digest=decision.rules_digest,
+                decided_at=decision.decided_at,
             )
             == 1
         )
@@ -284,19 +284,19 @@ class SqlTx:
         return self._one("loop_in_flight", loop=loop) is not None
 
     # ---- proposals -------------------------------------------------------------
-    def insert_proposal(self, p: ProposalRecord) -> bool:
+    def insert_proposal(self, proposal: ProposalRecord) -> bool:
         return (
             self._exec(
                 "insert_proposal",
-                proposal_id=p.proposal_id,
-                event_id=p.event_id,
-                loop=p.loop,
-                definition=p.definition,
-                state=p.state,
-                human_only=int(p.human_only),
-                mutating=int(p.mutating),
-                created_at=p.created_at,
-                note=p.note,
+                proposal_id=proposal.proposal_id,
+                event_id=proposal.event_id,
+                loop=proposal.loop,
+                definition=proposal.definition,
+                state=proposal.state,
+                human_only=int(proposal.human_only),
+                mutating=int(proposal.mutating),
+                created_at=proposal.created_at,
+                note=proposal.note,
             )
             == 1
         )
@@ -418,19 +418,19 @@ class SqlTx:
         return moved == 1
 
     # ---- journal and outbox ------------------------------------------------------
-    def append_journal(self, e: JournalEntry) -> int:
+    def append_journal(self, entry: JournalEntry) -> int:
         row = self._one(
             "append_journal",
-            at=e.at,
-            entity=e.entity,
-            entity_id=e.entity_id,
-            action=e.action,
-            from_state=e.from_state,
-            to_state=e.to_state,
-            actor=e.actor,
-            rules_digest=e.rules_digest,
-            note=e.note,
-            data=_dumps(e.data),
+            at=entry.at,
+            entity=entry.entity,
+            entity_id=entry.entity_id,
+            action=entry.action,
+            from_state=entry.from_state,
+            to_state=entry.to_state,
+            actor=entry.actor,
+            rules_digest=entry.rules_digest,
+            note=entry.note,
+            data=_dumps(entry.data),
         )
         assert row is not None
         return int(row["seq"])

@@ -1784,3 +1784,59 @@ def test_migration_4_applies_to_a_version_3_database(open_store: Factory, databa
     with reopened.read() as tx:
         assert tx.get_occurrence("t-1") == keyed
         assert len(tx.list_findings(10)) == 1 and len(tx.list_notifications(10)) == 1
+
+
+# ---- values as the database keeps them; statements it refuses ---------------------------
+# Appended block with its own imports (E402): several people append to this file.
+
+from engine.core.decisions import Actor  # noqa: E402
+from engine.core.states import RunState  # noqa: E402
+
+
+def test_values_read_back_as_the_database_keeps_them(open_store: Factory) -> None:
+    """What reads back is what the database keeps, not the object written: JSON columns
+    as JSON (a tuple comes back a list), string enums as their plain values, a whole
+    number of confidence as a float."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(dataclasses.replace(event(), payload={"b": (1, 2), "a": {"x": None}}))
+        tx.insert_run(run())
+        claimed = tx.claim_next_run("w1", at(30))
+        assert claimed is not None
+        tx.finish_run("run-1", "w1", RunState.SUCCEEDED, at(2), "OK", {"n": (3,)}, None, None)
+        tx.append_journal(JournalEntry(at(1), "run", "run-1", "finish", Actor.SCHEDULE))
+        tx.upsert_finding(dataclasses.replace(finding(), confidence=1))
+    with store.read() as tx:
+        stored = tx.get_event("e-1")
+        done = tx.get_run("run-1")
+        (entry,) = tx.list_journal(10)
+        found = tx.get_finding("f-1")
+    assert stored is not None and stored.payload == {"a": {"x": None}, "b": [1, 2]}
+    assert done is not None and done.result == {"n": [3]}
+    assert type(done.state) is str and done.state == "succeeded"
+    assert type(entry.actor) is str and entry.actor == "schedule"
+    assert found is not None and type(found.confidence) is float and found.confidence == 1.0
+
+
+def test_statements_the_database_refuses_write_nothing(open_store: Factory) -> None:
+    """A proposal id taken by another event's proposal, a run of an unknown event, a
+    journal entry without an actor and an event without a payload are refused, and
+    nothing of them is kept."""
+    store = open_store()
+    refused = [
+        lambda tx: tx.insert_proposal(proposal("p-1", "e-2")),  # p-1 is e-1's
+        lambda tx: tx.insert_run(run(event_id="no-such-event")),
+        lambda tx: tx.append_journal(JournalEntry(at(1), "run", "run-1", "start", None)),
+        lambda tx: tx.insert_event(dataclasses.replace(event("e-3"), payload=None)),
+    ]
+    with store.write() as tx:
+        tx.insert_event(event("e-1"))
+        tx.insert_event(event("e-2"))
+        tx.insert_proposal(proposal("p-1", "e-1"))
+        for statement in refused:
+            with pytest.raises(DB_ERRORS), tx.savepoint():
+                statement(tx)
+    with store.read() as tx:
+        assert [p.event_id for p in tx.list_proposals(10)] == ["e-1"]
+        assert tx.list_runs(10) == [] and tx.list_journal(10) == []
+        assert tx.get_event("e-3") is None
