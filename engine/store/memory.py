@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from engine.errors import Busy
 from engine.store.health import Health
 from engine.store.limits import Limits
-from engine.store.memory_tx import MemoryStoreError, MemoryTx, Tables
+from engine.store.memory_tables import MemoryStoreError, Tables
+from engine.store.memory_tx import MemoryTx
 
 __all__ = ["MemoryDatabase", "MemoryStore", "MemoryStoreError", "MemoryTx"]
 
