@@ -355,3 +355,16 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def postgresql_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh database on the session's PostgreSQL server (a URL)."""
     return open_database(request, "postgresql", tmp_path)
+
+
+# ---- the contract suite's third store: the in-memory one --------------------------------
+# Appended block: several people append to this file.
+
+
+@pytest.fixture(params=databases.STORES)
+def store_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database on each backend in turn (a SQLite path or a PostgreSQL URL), and
+    then `databases.MEMORY`, which the contract suite opens as an in-memory store."""
+    if request.param == databases.MEMORY:
+        return databases.MEMORY
+    return open_database(request, request.param, tmp_path)

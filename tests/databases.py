@@ -25,6 +25,10 @@ import psycopg
 import pytest
 
 BACKENDS = ("sqlite", "postgresql")
+# The in-memory store (engine.store.memory) is no database: the contract suite holds it
+# to the same behaviour as the two backends (conftest's `store_database`).
+MEMORY = "memory"
+STORES = (*BACKENDS, MEMORY)
 REQUIRE_ENV = "ENGINE_REQUIRE_POSTGRES"
 URL_ENV = "ENGINE_TEST_POSTGRES_URL"
 

@@ -1,7 +1,18 @@
-"""The storage interface. The service composes these operations inside one
-transaction (`Store.write()`), so a decision, its proposal or run, and their journal
-entries commit together or not at all. Implementations: `sqlite` (the embedded
-default) and `postgres` (several processes and hosts on one database)."""
+"""The storage interface, one small protocol per aggregate. The service composes these
+operations inside one transaction (`Store.write()`), so a decision, its proposal or
+run, and their journal entries commit together or not at all. Implementations:
+`sqlite` (the embedded default), `postgres` (several processes and hosts on one
+database) and `memory` (a pure-Python fake for unit tests and simulations, never for
+serving).
+
+Each aggregate has a read-only view (`EventsView`, `RunsView`, ...: its `get_*`,
+`list_*` and query methods) and a writing protocol that extends it (`Events`,
+`Runs`, ...). `Tx` composes every writing protocol and `savepoint`; `TxView` composes
+every view (what a read transaction answers); `FactsView` composes the views a
+decision reads. Invariants every implementation keeps (tests/contract/): every
+`insert_*` is idempotent on its key and answers whether it wrote; every state change
+is a compare-and-set on the state the caller saw and answers whether it moved; lists
+come in the order each method states."""
 
 from __future__ import annotations
 
@@ -25,17 +36,12 @@ from engine.core.records import (
 )
 from engine.store.health import Health
 
+# ---- events and their decisions --------------------------------------------------------
 
-class Tx(Protocol):
-    """Operations inside one transaction. Every `insert_*` is idempotent on its key and
-    answers whether it wrote; every state change is a compare-and-set on the state the
-    caller saw and answers whether it moved."""
 
-    def savepoint(self) -> AbstractContextManager[None]:
-        """A nested step whose writes roll back alone when it raises."""
-
-    def insert_event(self, event: EventRecord) -> bool:
-        """Admit; False (and nothing written) when the event id exists."""
+class EventsView(Protocol):
+    """Admitted events (immutable once admitted but for the planned flag) and the one
+    decision per event, read."""
 
     def get_event(self, event_id: str) -> EventRecord | None: ...
 
@@ -45,42 +51,148 @@ class Tx(Protocol):
     def unplanned_events(self, limit: int) -> list[EventRecord]:
         """Admitted and not yet planned, oldest first."""
 
+    def loop_events(self, loop: str, since: str, limit: int) -> list[EventRecord]:
+        """A loop's ticks that occurred since `since`, oldest first."""
+
+    def last_loop_event(self, loop: str) -> EventRecord | None: ...
+
+    def get_decision(self, event_id: str) -> DecisionRecord | None: ...
+
+
+class Events(EventsView, Protocol):
+    """Admission and decisions: idempotent on the event id."""
+
+    def insert_event(self, event: EventRecord) -> bool:
+        """Admit; False (and nothing written) when the event id exists."""
+
     def mark_planned(self, event_id: str) -> None: ...
 
     def insert_decision(self, decision: DecisionRecord) -> bool:
         """One decision per event; False when the event was already decided."""
 
-    def get_decision(self, event_id: str) -> DecisionRecord | None: ...
 
-    def set_occurrence(self, event_id: str, loop: str | None, state: str, at: str) -> None: ...
+# ---- occurrences ----------------------------------------------------------------------
+
+
+class OccurrencesView(Protocol):
+    """Occurrences (one per event that opened one, at most one per occurrence key),
+    read: by event, by key, the active ones, the due retries, the budget spent."""
 
     def get_occurrence_state(self, event_id: str) -> str | None: ...
 
-    def loop_in_flight(self, loop: str) -> bool:
-        """A run of the loop is queued, claimed or running."""
+    def get_occurrence(self, event_id: str) -> OccurrenceRecord | None: ...
 
-    def insert_proposal(self, proposal: ProposalRecord) -> bool:
-        """One proposal per event."""
+    def get_occurrence_by_key(self, key: str) -> OccurrenceRecord | None: ...
+
+    def active_occurrences(
+        self, loop: str, repo: str | None, states: tuple[str, ...]
+    ) -> list[OccurrenceRecord]:
+        """The loop's occurrences for `repo` (None matches only occurrences without a
+        repo) whose state is one of `states`, oldest first (created_at, event_id)."""
+
+    def due_retries(self, now: str, limit: int) -> list[OccurrenceRecord]:
+        """Occurrences in `waiting_for_resource` whose `retry_at` is at or before `now`,
+        the soonest retry first."""
+
+    def list_occurrences(
+        self, limit: int, loop: str | None = None, state: str | None = None
+    ) -> list[OccurrenceRecord]:
+        """Newest first (updated_at, then event_id, descending), optionally one loop's
+        and/or in one state."""
+
+    def occurrences_of_loop(self, loop: str, since: str, limit: int) -> list[OccurrenceRecord]:
+        """The loop's occurrences created at or after `since`, oldest first."""
+
+    def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
+        """{"runs", "wall_clock_seconds"} spent by the loop's occurrences for `repo` (None
+        matches no repo) created at or after `since`: what a finished one `used`; what
+        an unfinished one `reserved`, plus what its earlier attempts `used` (a retry's
+        first run stays counted while it waits); 0 when none."""
+
+
+class Occurrences(OccurrencesView, Protocol):
+    """Opening is idempotent on the occurrence key; an update is a compare-and-set on
+    the state the caller saw."""
+
+    def set_occurrence(self, event_id: str, loop: str | None, state: str, at: str) -> None: ...
+
+    def open_occurrence(self, occ: OccurrenceRecord) -> tuple[OccurrenceRecord, bool]:
+        """Open an occurrence under its event id: (stored, True). When an occurrence with
+        the same `occurrence_key` exists, nothing is written: (existing, False). A row
+        the event already has without a key (`set_occurrence`) takes every column of
+        `occ` instead; one it has with another key is left alone: (that row, False).
+        `created_at` defaults to `updated_at`."""
+
+    def update_occurrence(
+        self, event_id: str, expect_state: str | None, at: str, **changes: Any
+    ) -> bool:
+        """Set the `changes` columns and `updated_at = at`; a compare-and-set on `state`
+        unless `expect_state` is None. True when the row moved. Only state, decision,
+        evidence, attempt, retry_at, signals, reserved, used, finished_at and
+        failure_class may change (ValueError for any other name, nothing written);
+        evidence, reserved and used are dicts (stored as JSON)."""
+
+    def add_signal(self, event_id: str) -> int:
+        """Count one more trigger coalesced into the occurrence; the new count (0, and
+        nothing written, when there is no such occurrence)."""
+
+
+# ---- proposals ------------------------------------------------------------------------
+
+
+class ProposalsView(Protocol):
+    """Proposals waiting for (or past) a human's decision, read."""
 
     def get_proposal(self, proposal_id: str) -> ProposalRecord | None: ...
 
     def list_proposals(self, limit: int, state: str | None = None) -> list[ProposalRecord]: ...
 
+    def stale_proposals(self, before: str, limit: int) -> list[ProposalRecord]:
+        """Open proposals created before `before`, oldest first."""
+
+    def open_loop_proposals(self, loop: str) -> list[ProposalRecord]:
+        """Oldest first."""
+
+    def open_proposals_by_loop(self) -> dict[str, int]: ...
+
+
+class Proposals(ProposalsView, Protocol):
+    """One proposal per event; a decision is a compare-and-set on the state seen."""
+
+    def insert_proposal(self, proposal: ProposalRecord) -> bool:
+        """One proposal per event."""
+
     def decide_proposal(
         self, proposal_id: str, from_state: str, to_state: str, at: str, by: str, note: str
     ) -> bool: ...
 
-    def stale_proposals(self, before: str, limit: int) -> list[ProposalRecord]:
-        """Open proposals created before `before`, oldest first."""
 
-    def insert_run(self, run: RunRecord) -> bool:
-        """One run per idempotency key; False when it exists."""
+# ---- runs and their leases ------------------------------------------------------------
+
+
+class RunsView(Protocol):
+    """Runs and their leases, read."""
 
     def get_run(self, run_id: str) -> RunRecord | None: ...
 
     def get_run_by_key(self, key: str) -> RunRecord | None: ...
 
     def list_runs(self, limit: int, state: str | None = None) -> list[RunRecord]: ...
+
+    def loop_in_flight(self, loop: str) -> bool:
+        """A run of the loop is queued, claimed or running."""
+
+    def expired_leases(self, now: str, limit: int) -> list[RunRecord]: ...
+
+    def last_loop_run(self, loop: str) -> RunRecord | None: ...
+
+
+class Runs(RunsView, Protocol):
+    """One run per idempotency key; every lease step is a compare-and-set on the lease
+    holder (and the state) the caller saw."""
+
+    def insert_run(self, run: RunRecord) -> bool:
+        """One run per idempotency key; False when it exists."""
 
     def claim_next_run(self, owner: str, lease_until: str) -> RunRecord | None:
         """Claim the oldest queued run for `owner` whose loop is not paused; None when
@@ -108,33 +220,66 @@ class Tx(Protocol):
         """queued/claimed/running -> cancelled (compare-and-set on `from_state`); the
         lease is dropped so its worker stops."""
 
-    def expired_leases(self, now: str, limit: int) -> list[RunRecord]: ...
-
     def recover_run(self, run: RunRecord, state: str, at: str, error: str) -> bool:
         """Move a run whose lease expired (as seen in `run`) to queued or failed."""
 
-    def append_journal(self, entry: JournalEntry) -> int:
-        """Append; the journal is never updated or deleted."""
+
+# ---- the journal and the outbox --------------------------------------------------------
+
+
+class JournalView(Protocol):
+    """The journal, read in the order it was written (`seq`)."""
 
     def list_journal(
         self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None
     ) -> list[JournalEntry]: ...
 
+
+class Journal(JournalView, Protocol):
+    """Append-only: an entry is never updated or deleted; `seq` only grows."""
+
+    def append_journal(self, entry: JournalEntry) -> int:
+        """Append; the journal is never updated or deleted."""
+
+
+class OutboxView(Protocol):
+    """Chained events waiting to be published, read."""
+
+    def pending_outbox(self, limit: int) -> list[OutboxItem]: ...
+
+
+class Outbox(OutboxView, Protocol):
+    """Chained events to publish, each marked published once."""
+
     def enqueue_outbox(
         self, event: dict[str, Any], origin_run: str | None, actor: str, at: str
     ) -> None: ...
 
-    def pending_outbox(self, limit: int) -> list[OutboxItem]: ...
-
     def mark_published(self, seq: int, at: str) -> bool: ...
 
-    def counts(self) -> dict[str, dict[str, int]]:
-        """Runs and proposals by state."""
 
-    # ---- the scheduler ---------------------------------------------------------------
+# ---- loops: the scheduler's state -----------------------------------------------------
+
+
+class LoopsView(Protocol):
+    """Each loop's durable state (enabled, cursor, pause, counters) and its skipped
+    ranges, read."""
+
     def get_loop_state(self, loop: str) -> LoopState | None: ...
 
     def list_loop_states(self) -> list[LoopState]: ...
+
+    def list_skips(self, loop: str, since: str) -> list[SkipRecord]: ...
+
+    def get_observation(self, loop: str) -> ObservationRecord | None:
+        """A watch loop's last observation of its probe (metadata only)."""
+
+    def list_observations(self) -> list[ObservationRecord]:
+        """By loop name."""
+
+
+class Loops(LoopsView, Protocol):
+    """The cursor only moves forward; a skipped range is recorded once."""
 
     def set_loop_enabled(self, loop: str, enabled: bool, since: str, at: str) -> None:
         """Record the rules' enabled flag; `since` is kept only when the loop turns on."""
@@ -147,84 +292,6 @@ class Tx(Protocol):
     def insert_skip(self, skip: SkipRecord) -> bool:
         """Record a skipped range once (idempotent on loop, first slot and reason)."""
 
-    def list_skips(self, loop: str, since: str) -> list[SkipRecord]: ...
-
-    # ---- condition watches ----------------------------------------------------------
-    def get_observation(self, loop: str) -> ObservationRecord | None: ...
-
-    def list_observations(self) -> list[ObservationRecord]:
-        """By loop name."""
-
-    def insert_observation(self, obs: ObservationRecord) -> bool:
-        """A watch loop's first observation; False (nothing written) when it has one."""
-
-    def update_observation(self, obs: ObservationRecord, expect: ObservationRecord) -> bool:
-        """Replace the loop's observation with `obs`: a compare-and-set on the
-        fingerprint and poll count of `expect`, the row the caller read. False (nothing
-        written) when another process moved it first, so a change is taken once."""
-
-    def loop_events(self, loop: str, since: str, limit: int) -> list[EventRecord]:
-        """A loop's ticks that occurred since `since`, oldest first."""
-
-    def last_loop_event(self, loop: str) -> EventRecord | None: ...
-
-    def last_loop_run(self, loop: str) -> RunRecord | None: ...
-
-    def open_loop_proposals(self, loop: str) -> list[ProposalRecord]:
-        """Oldest first."""
-
-    def open_proposals_by_loop(self) -> dict[str, int]: ...
-
-    # ---- the occurrence engine ------------------------------------------------------
-    def open_occurrence(self, occ: OccurrenceRecord) -> tuple[OccurrenceRecord, bool]:
-        """Open an occurrence under its event id: (stored, True). When an occurrence with
-        the same `occurrence_key` exists, nothing is written: (existing, False). A row
-        the event already has without a key (`set_occurrence`) takes every column of
-        `occ` instead; one it has with another key is left alone: (that row, False).
-        `created_at` defaults to `updated_at`."""
-
-    def get_occurrence(self, event_id: str) -> OccurrenceRecord | None: ...
-
-    def get_occurrence_by_key(self, key: str) -> OccurrenceRecord | None: ...
-
-    def update_occurrence(
-        self, event_id: str, expect_state: str | None, at: str, **changes: Any
-    ) -> bool:
-        """Set the `changes` columns and `updated_at = at`; a compare-and-set on `state`
-        unless `expect_state` is None. True when the row moved. Only state, decision,
-        evidence, attempt, retry_at, signals, reserved, used, finished_at and
-        failure_class may change (ValueError for any other name, nothing written);
-        evidence, reserved and used are dicts (stored as JSON)."""
-
-    def add_signal(self, event_id: str) -> int:
-        """Count one more trigger coalesced into the occurrence; the new count (0, and
-        nothing written, when there is no such occurrence)."""
-
-    def active_occurrences(
-        self, loop: str, repo: str | None, states: tuple[str, ...]
-    ) -> list[OccurrenceRecord]:
-        """The loop's occurrences for `repo` (None matches only occurrences without a
-        repo) whose state is one of `states`, oldest first (created_at, event_id)."""
-
-    def due_retries(self, now: str, limit: int) -> list[OccurrenceRecord]:
-        """Occurrences in `waiting_for_resource` whose `retry_at` is at or before `now`,
-        the soonest retry first."""
-
-    def list_occurrences(
-        self, limit: int, loop: str | None = None, state: str | None = None
-    ) -> list[OccurrenceRecord]:
-        """Newest first (updated_at, then event_id, descending), optionally one loop's
-        and/or in one state."""
-
-    def occurrences_of_loop(self, loop: str, since: str, limit: int) -> list[OccurrenceRecord]:
-        """The loop's occurrences created at or after `since`, oldest first."""
-
-    def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
-        """{"runs", "wall_clock_seconds"} spent by the loop's occurrences for `repo` (None
-        matches no repo) created at or after `since`: what a finished one `used`; what
-        an unfinished one `reserved`, plus what its earlier attempts `used` (a retry's
-        first run stays counted while it waits); 0 when none."""
-
     def set_loop_counters(
         self,
         loop: str,
@@ -236,11 +303,20 @@ class Tx(Protocol):
         """Record the loop's failure and nothing-to-do streaks and its quiet period; a
         loop without a state row is left alone."""
 
-    # ---- findings -------------------------------------------------------------------
-    def upsert_finding(self, f: FindingRecord) -> tuple[FindingRecord, bool]:
-        """A new `semantic_key` is stored as given: (stored, True). A known one is seen
-        again: occurrence_count + 1, and last_seen_at, last_occurrence and evidence from
-        `f`; its id, status and first sighting stay: (stored, False)."""
+    def insert_observation(self, obs: ObservationRecord) -> bool:
+        """A watch loop's first observation; False (nothing written) when it has one."""
+
+    def update_observation(self, obs: ObservationRecord, expect: ObservationRecord) -> bool:
+        """Replace the loop's observation with `obs`: a compare-and-set on the
+        fingerprint and poll count of `expect`, the row the caller read. False (nothing
+        written) when another process moved it first, so a change is taken once."""
+
+
+# ---- findings -------------------------------------------------------------------------
+
+
+class FindingsView(Protocol):
+    """Deduplicated findings (one per semantic key), read."""
 
     def get_finding(self, finding_id: str) -> FindingRecord | None: ...
 
@@ -250,6 +326,16 @@ class Tx(Protocol):
         self, limit: int, status: str | None = None, loop: str | None = None
     ) -> list[FindingRecord]:
         """Most recently seen first, optionally in one status and/or of one loop."""
+
+
+class Findings(FindingsView, Protocol):
+    """A finding is stored once per semantic key and counted each time it is seen; a
+    decision is a compare-and-set on the status seen."""
+
+    def upsert_finding(self, f: FindingRecord) -> tuple[FindingRecord, bool]:
+        """A new `semantic_key` is stored as given: (stored, True). A known one is seen
+        again: occurrence_count + 1, and last_seen_at, last_occurrence and evidence from
+        `f`; its id, status and first sighting stay: (stored, False)."""
 
     def decide_finding(
         self,
@@ -263,18 +349,31 @@ class Tx(Protocol):
         """Compare-and-set on the status the caller saw, recording who and when (and the
         promoted event, kept as it was when None)."""
 
-    # ---- notifications --------------------------------------------------------------
+
+# ---- notifications --------------------------------------------------------------------
+
+
+class NotificationsView(Protocol):
+    """Announcements and their delivery state, read."""
+
     def last_notification_state(self, dedup_key: str) -> str | None:
         """The state of the newest notification with this `dedup_key`, if any."""
+
+    def pending_notifications(self, now: str, limit: int) -> list[NotificationRecord]:
+        """Undelivered notifications due for an attempt (no next_attempt_at, or at or
+        before `now`), in enqueue order."""
+
+    def list_notifications(self, limit: int) -> list[NotificationRecord]:
+        """Newest first."""
+
+
+class Notifications(NotificationsView, Protocol):
+    """An outbox of announcements, quiet while the state holds; delivered once."""
 
     def enqueue_notification(self, n: NotificationRecord) -> int | None:
         """Quiet by default: None (nothing written) when the newest notification with the
         same `dedup_key` has the same `state`; else store it and answer its seq (the
         store's: `n.seq` is ignored)."""
-
-    def pending_notifications(self, now: str, limit: int) -> list[NotificationRecord]:
-        """Undelivered notifications due for an attempt (no next_attempt_at, or at or
-        before `now`), in enqueue order."""
 
     def mark_notification_delivered(self, seq: int, at: str) -> bool:
         """Only once: False when already delivered or unknown."""
@@ -283,20 +382,71 @@ class Tx(Protocol):
         """Record a failed delivery of an undelivered notification: attempts + 1, the
         error, when to try again (None: at once)."""
 
-    def list_notifications(self, limit: int) -> list[NotificationRecord]:
-        """Newest first."""
 
-    # ---- metrics --------------------------------------------------------------------
+# ---- reports (read only) --------------------------------------------------------------
+
+
+class Reports(Protocol):
+    """Counts across aggregates for status and metrics; read only."""
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Runs and proposals by state."""
+
     def metrics_snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Grouped counts (ints) for the audit metrics: "occurrences" {loop, state,
         decision, n}, "decisions" {kind, reason, n}, "runs" {loop, state, outcome, n,
         attempts (their sum)}, "findings" {status, n, occurrences (the sum of
-        occurrence_count)}, "journal" {action, n}, "proposals" {state, n, by_operator
-        (decided by an "operator:" actor)}; each list ordered by its group columns."""
+        occurrence_count)}, "journal" {action, n}, "dispatched" {n: the events with a
+        run}, "proposals" {state, n, by_operator (decided by an "operator:" actor)};
+        each list ordered by its group columns."""
 
     def run_timings(self, limit: int) -> list[tuple[str, str | None, str | None]]:
         """(created_at, started_at, finished_at) of the newest `limit` runs, newest
         first."""
+
+
+# ---- compositions ----------------------------------------------------------------------
+
+
+class FactsView(
+    EventsView,
+    OccurrencesView,
+    ProposalsView,
+    RunsView,
+    LoopsView,
+    FindingsView,
+    NotificationsView,
+    Protocol,
+):
+    """What a decision reads, and nothing it could write: loop state, runs in flight,
+    active and previous occurrences, budget used, open proposals, findings by key,
+    decisions, the last notification of a subject."""
+
+
+class TxView(FactsView, JournalView, OutboxView, Reports, Protocol):
+    """Every read-only view: what a read transaction answers."""
+
+
+class Tx(
+    Events,
+    Occurrences,
+    Proposals,
+    Runs,
+    Journal,
+    Outbox,
+    Loops,
+    Findings,
+    Notifications,
+    TxView,
+    Protocol,
+):
+    """Operations inside one transaction: every aggregate's, plus savepoints. Every
+    `insert_*` is idempotent on its key and answers whether it wrote; every state
+    change is a compare-and-set on the state the caller saw and answers whether it
+    moved."""
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A nested step whose writes roll back alone when it raises."""
 
 
 class Store(Protocol):
@@ -306,7 +456,7 @@ class Store(Protocol):
     I/O errors), `Unavailable` when it cannot be reached. Anything else a driver raises
     (a constraint, a bad statement) is a bug and passes unchanged."""
 
-    dialect: str  # "sqlite" or "postgresql"
+    dialect: str  # "sqlite", "postgresql" or "memory" (tests and simulations only)
     health: Health  # writable or not, and the last storage error (GET /status)
 
     def write(self, exclusive: bool = True) -> AbstractContextManager[Tx]:
@@ -322,4 +472,29 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["Iterator", "Store", "Tx"]
+__all__ = [
+    "Events",
+    "EventsView",
+    "FactsView",
+    "Findings",
+    "FindingsView",
+    "Iterator",
+    "Journal",
+    "JournalView",
+    "Loops",
+    "LoopsView",
+    "Notifications",
+    "NotificationsView",
+    "Occurrences",
+    "OccurrencesView",
+    "Outbox",
+    "OutboxView",
+    "Proposals",
+    "ProposalsView",
+    "Reports",
+    "Runs",
+    "RunsView",
+    "Store",
+    "Tx",
+    "TxView",
+]

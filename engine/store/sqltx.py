@@ -4,7 +4,7 @@ connection, the transaction boundaries and the parameter style."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
@@ -112,6 +112,29 @@ OCCURRENCE_CHANGES = frozenset(
 BUDGET_KEYS = ("runs", "wall_clock_seconds")
 
 
+def budget_total(rows: Iterable[tuple[Any, Any, bool]]) -> dict[str, int]:
+    """The budget spent by occurrences given as (used, reserved, finished): a finished
+    occurrence counts what it used; an unfinished one its reservation and what earlier
+    attempts already used (one waiting for a retry has used a run and reserves none
+    until it is dispatched again). Whole seconds, with the milliseconds that records
+    keeping `wall_clock_ms` add up to."""
+    total = dict.fromkeys(BUDGET_KEYS, 0)
+    exact_ms = 0  # the milliseconds the whole seconds of `used` records leave out
+    for used, reserved, finished in rows:
+        for spent in [used] if finished else [used, reserved]:
+            if not isinstance(spent, dict):
+                continue
+            for key in BUDGET_KEYS:
+                value = spent.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    total[key] += int(value)
+            ms = spent.get("wall_clock_ms")  # exact where kept, so short runs add up
+            if isinstance(ms, int) and not isinstance(ms, bool):
+                exact_ms += ms - int(spent.get("wall_clock_seconds", 0)) * 1000
+    total["wall_clock_seconds"] += exact_ms // 1000
+    return total
+
+
 def _occurrence(row: Row) -> OccurrenceRecord:
     return _record(OccurrenceRecord, row, json=_OCCURRENCE_JSON)
 
@@ -132,8 +155,8 @@ def _notification(row: Row) -> NotificationRecord:
     return _record(NotificationRecord, row, json=("links",))
 
 
-def _counted(
-    rows: list[Row], groups: tuple[str, ...], counts: tuple[str, ...]
+def counted(
+    rows: Sequence[Row], groups: tuple[str, ...], counts: tuple[str, ...]
 ) -> list[dict[str, Any]]:
     """Grouped counts as plain dicts (counts as ints: PostgreSQL's are bigint or numeric),
     in a stable order (by the group columns, a NULL first)."""
@@ -231,22 +254,22 @@ class SqlTx:
         self._exec("mark_planned", event_id=event_id)
 
     # ---- decisions and occurrences -------------------------------------------------
-    def insert_decision(self, d: DecisionRecord) -> bool:
+    def insert_decision(self, decision: DecisionRecord) -> bool:
         return (
             self._exec(
                 "insert_decision",
-                event_id=d.event_id,
-                kind=d.kind,
-                reason=d.reason,
-                definition=d.definition,
-                loop=d.loop,
-                approved_by=d.approved_by,
-                human_only=int(d.human_only),
-                mutating=int(d.mutating),
-                rule=d.rule,
-                note=d.note,
-                rules_digest=d.rules_digest,
-                decided_at=d.decided_at,
+                event_id=decision.event_id,
+                kind=decision.kind,
+                reason=decision.reason,
+                definition=decision.definition,
+                loop=decision.loop,
+                approved_by=decision.approved_by,
+                human_only=int(decision.human_only),
+                mutating=int(decision.mutating),
+                rule=decision.rule,
+                note=decision.note,
+                rules_digest=decision.rules_digest,
+                decided_at=decision.decided_at,
             )
             == 1
         )
@@ -266,19 +289,19 @@ class SqlTx:
         return self._one("loop_in_flight", loop=loop) is not None
 
     # ---- proposals -------------------------------------------------------------
-    def insert_proposal(self, p: ProposalRecord) -> bool:
+    def insert_proposal(self, proposal: ProposalRecord) -> bool:
         return (
             self._exec(
                 "insert_proposal",
-                proposal_id=p.proposal_id,
-                event_id=p.event_id,
-                loop=p.loop,
-                definition=p.definition,
-                state=p.state,
-                human_only=int(p.human_only),
-                mutating=int(p.mutating),
-                created_at=p.created_at,
-                note=p.note,
+                proposal_id=proposal.proposal_id,
+                event_id=proposal.event_id,
+                loop=proposal.loop,
+                definition=proposal.definition,
+                state=proposal.state,
+                human_only=int(proposal.human_only),
+                mutating=int(proposal.mutating),
+                created_at=proposal.created_at,
+                note=proposal.note,
             )
             == 1
         )
@@ -400,19 +423,19 @@ class SqlTx:
         return moved == 1
 
     # ---- journal and outbox ------------------------------------------------------
-    def append_journal(self, e: JournalEntry) -> int:
+    def append_journal(self, entry: JournalEntry) -> int:
         row = self._one(
             "append_journal",
-            at=e.at,
-            entity=e.entity,
-            entity_id=e.entity_id,
-            action=e.action,
-            from_state=e.from_state,
-            to_state=e.to_state,
-            actor=e.actor,
-            rules_digest=e.rules_digest,
-            note=e.note,
-            data=_dumps(e.data),
+            at=entry.at,
+            entity=entry.entity,
+            entity_id=entry.entity_id,
+            action=entry.action,
+            from_state=entry.from_state,
+            to_state=entry.to_state,
+            actor=entry.actor,
+            rules_digest=entry.rules_digest,
+            note=entry.note,
+            data=_dumps(entry.data),
         )
         assert row is not None
         return int(row["seq"])
@@ -616,27 +639,10 @@ class SqlTx:
         return [_occurrence(r) for r in rows]
 
     def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
-        total = dict.fromkeys(BUDGET_KEYS, 0)
-        exact_ms = 0  # the milliseconds the whole seconds of `used` records leave out
-        for row in self._all("budget_rows", loop=loop, repo=repo, since=since):
-            # A finished occurrence counts what it used. An unfinished one counts its
-            # reservation, and what earlier attempts already used (one waiting for a
-            # retry has used a run and reserves none until it is dispatched again).
-            parts = (
-                [row["used"]] if row["finished_at"] is not None else [row["used"], row["reserved"]]
-            )
-            for spent in map(_loads, parts):
-                if not isinstance(spent, dict):
-                    continue
-                for key in BUDGET_KEYS:
-                    value = spent.get(key)
-                    if isinstance(value, int | float) and not isinstance(value, bool):
-                        total[key] += int(value)
-                ms = spent.get("wall_clock_ms")  # exact where kept, so short runs add up
-                if isinstance(ms, int) and not isinstance(ms, bool):
-                    exact_ms += ms - int(spent.get("wall_clock_seconds", 0)) * 1000
-        total["wall_clock_seconds"] += exact_ms // 1000
-        return total
+        rows = self._all("budget_rows", loop=loop, repo=repo, since=since)
+        return budget_total(
+            (_loads(r["used"]), _loads(r["reserved"]), r["finished_at"] is not None) for r in rows
+        )
 
     def set_loop_counters(
         self,
@@ -767,17 +773,17 @@ class SqlTx:
     # ---- metrics ---------------------------------------------------------------------
     def metrics_snapshot(self) -> dict[str, list[dict[str, Any]]]:
         return {
-            "occurrences": _counted(
+            "occurrences": counted(
                 self._all("metrics_occurrences"), ("loop", "state", "decision"), ("n",)
             ),
-            "decisions": _counted(self._all("metrics_decisions"), ("kind", "reason"), ("n",)),
-            "runs": _counted(
+            "decisions": counted(self._all("metrics_decisions"), ("kind", "reason"), ("n",)),
+            "runs": counted(
                 self._all("metrics_runs"), ("loop", "state", "outcome"), ("n", "attempts")
             ),
-            "findings": _counted(self._all("metrics_findings"), ("status",), ("n", "occurrences")),
-            "journal": _counted(self._all("metrics_journal"), ("action",), ("n",)),
-            "dispatched": _counted(self._all("metrics_dispatched"), (), ("n",)),
-            "proposals": _counted(self._all("metrics_proposals"), ("state",), ("n", "by_operator")),
+            "findings": counted(self._all("metrics_findings"), ("status",), ("n", "occurrences")),
+            "journal": counted(self._all("metrics_journal"), ("action",), ("n",)),
+            "dispatched": counted(self._all("metrics_dispatched"), (), ("n",)),
+            "proposals": counted(self._all("metrics_proposals"), ("state",), ("n", "by_operator")),
         }
 
     def run_timings(self, limit: int) -> list[tuple[str, str | None, str | None]]:

@@ -1,5 +1,7 @@
-"""The storage contract, written once and held by every backend: each test runs on a
-SQLite file and on a database of a real PostgreSQL server (conftest's `database`)."""
+"""The storage contract, written once and held by every store: each test runs on a
+SQLite file, on a database of a real PostgreSQL server and on the in-memory store
+(conftest's `store_database`); the few that send the database SQL of their own run on
+the two databases only (`real_databases`)."""
 
 from __future__ import annotations
 
@@ -23,22 +25,24 @@ from engine.core.records import (
     RunRecord,
     SkipRecord,
 )
+from engine.store.memory import MemoryDatabase, MemoryStore, MemoryStoreError
 from engine.store.ports import Store
 
 Factory = Callable[[], Store]
 R = TypeVar("R")
 
-# What either driver raises when the database refuses a statement.
-DB_ERRORS = (sqlite3.DatabaseError, psycopg.Error)
+# What each store raises when the database refuses a statement.
+DB_ERRORS = (sqlite3.DatabaseError, psycopg.Error, MemoryStoreError)
 # How long a step that must not wait may take before the test calls it stuck.
 PROMPT_S = 5.0
 
 
 def _stores(database: str) -> Iterator[Factory]:
     opened: list[Store] = []
+    memory = MemoryDatabase()
 
     def factory() -> Store:
-        store = open_backend(database)
+        store = MemoryStore(memory) if database == databases.MEMORY else open_backend(database)
         opened.append(store)
         return store
 
@@ -48,9 +52,19 @@ def _stores(database: str) -> Iterator[Factory]:
 
 
 @pytest.fixture
+def database(store_database: str) -> str:
+    """The database under test: the one `open_store` opens."""
+    return store_database
+
+
+@pytest.fixture
 def open_store(database: str) -> Iterator[Factory]:
     """Opens stores on one database; each call is another connection, as another process."""
     yield from _stores(database)
+
+
+# For a test that sends the database SQL of its own: the two databases, not the memory store.
+real_databases = pytest.mark.parametrize("store_database", databases.BACKENDS, indirect=True)
 
 
 def at(minute: int, second: int = 0) -> str:
@@ -240,6 +254,7 @@ def test_proposal_decisions_are_compare_and_set(open_store: Factory) -> None:
     assert final is not None and (final.state, final.decided_by) == ("approved", "operator:alice")
 
 
+@real_databases  # the database itself refuses an UPDATE sent to it (the memory store has no SQL)
 def test_journal_is_append_only(open_store: Factory, database: str) -> None:
     """Journal records can be appended and read in order, never changed: the database
     itself refuses an UPDATE or a DELETE of the journal, whoever sends it."""
@@ -1732,6 +1747,7 @@ def _create_at(database: str, version: int, *writes: tuple[str, tuple[Any, ...]]
         lite.close()
 
 
+@real_databases  # migrations are SQL run on a database (the memory store has no schema)
 def test_migration_4_applies_to_a_version_3_database(open_store: Factory, database: str) -> None:
     """A database created at schema version 3, with data, is brought to version 4 when a
     store opens it: its rows keep their values and take the new columns' defaults, and
@@ -1842,6 +1858,7 @@ def test_an_observation_without_a_baseline_is_updated_from_null(open_store: Fact
         assert tx.get_observation("ci-watch") == baseline
 
 
+@real_databases  # migrations are SQL run on a database (the memory store has no schema)
 def test_migration_5_applies_to_a_version_4_database(open_store: Factory, database: str) -> None:
     """A database at schema version 4, with a loop's state, is brought to version 5: the
     loop keeps its state and the new observations table works."""
@@ -1860,3 +1877,59 @@ def test_migration_5_applies_to_a_version_4_database(open_store: Factory, databa
         assert tx.insert_observation(observation()) is True
     with store.read() as tx:
         assert tx.list_observations() == [observation()]
+
+
+# ---- values as the database keeps them; statements it refuses ---------------------------
+# Appended block with its own imports (E402): several people append to this file.
+
+from engine.core.decisions import Actor  # noqa: E402
+from engine.core.states import RunState  # noqa: E402
+
+
+def test_values_read_back_as_the_database_keeps_them(open_store: Factory) -> None:
+    """What reads back is what the database keeps, not the object written: JSON columns
+    as JSON (a tuple comes back a list), string enums as their plain values, a whole
+    number of confidence as a float."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(dataclasses.replace(event(), payload={"b": (1, 2), "a": {"x": None}}))
+        tx.insert_run(run())
+        claimed = tx.claim_next_run("w1", at(30))
+        assert claimed is not None
+        tx.finish_run("run-1", "w1", RunState.SUCCEEDED, at(2), "OK", {"n": (3,)}, None, None)
+        tx.append_journal(JournalEntry(at(1), "run", "run-1", "finish", Actor.SCHEDULE))
+        tx.upsert_finding(dataclasses.replace(finding(), confidence=1))
+    with store.read() as tx:
+        stored = tx.get_event("e-1")
+        done = tx.get_run("run-1")
+        (entry,) = tx.list_journal(10)
+        found = tx.get_finding("f-1")
+    assert stored is not None and stored.payload == {"a": {"x": None}, "b": [1, 2]}
+    assert done is not None and done.result == {"n": [3]}
+    assert type(done.state) is str and done.state == "succeeded"
+    assert type(entry.actor) is str and entry.actor == "schedule"
+    assert found is not None and type(found.confidence) is float and found.confidence == 1.0
+
+
+def test_statements_the_database_refuses_write_nothing(open_store: Factory) -> None:
+    """A proposal id taken by another event's proposal, a run of an unknown event, a
+    journal entry without an actor and an event without a payload are refused, and
+    nothing of them is kept."""
+    store = open_store()
+    refused = [
+        lambda tx: tx.insert_proposal(proposal("p-1", "e-2")),  # p-1 is e-1's
+        lambda tx: tx.insert_run(run(event_id="no-such-event")),
+        lambda tx: tx.append_journal(JournalEntry(at(1), "run", "run-1", "start", None)),
+        lambda tx: tx.insert_event(dataclasses.replace(event("e-3"), payload=None)),
+    ]
+    with store.write() as tx:
+        tx.insert_event(event("e-1"))
+        tx.insert_event(event("e-2"))
+        tx.insert_proposal(proposal("p-1", "e-1"))
+        for statement in refused:
+            with pytest.raises(DB_ERRORS), tx.savepoint():
+                statement(tx)
+    with store.read() as tx:
+        assert [p.event_id for p in tx.list_proposals(10)] == ["e-1"]
+        assert tx.list_runs(10) == [] and tx.list_journal(10) == []
+        assert tx.get_event("e-3") is None

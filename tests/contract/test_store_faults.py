@@ -25,6 +25,8 @@ from engine.store.ports import Store
 from engine.store.queries import migrations
 from engine.store.sqlite import APPLICATION_ID, SqliteStore
 
+# The two databases only (conftest's `database`, not `store_database`): each test here
+# is about a database itself (lock waits, files, connections, refused writes, schemas).
 R = TypeVar("R")
 Opener = Callable[..., Store]
 PROMPT_S = 5.0  # a step that must not wait for a lock finishes well within this

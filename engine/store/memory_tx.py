@@ -1,0 +1,331 @@
+"""The transaction of the in-memory store (`engine.store.memory`): `MemoryTx`, every
+operation of `engine.store.ports.Tx` over plain dictionaries. The lifecycle
+aggregates are in `memory_lifecycle.py`; here are the journal, the outbox, loops,
+findings, notifications and reports. Each operation does what its named query in
+`sql/queries.sql` does; JSON columns go through the same compact encoding, so what
+reads back is what SQLite and PostgreSQL give back."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+from engine.core.records import (
+    FindingRecord,
+    JournalEntry,
+    LoopState,
+    NotificationRecord,
+    ObservationRecord,
+    OutboxItem,
+    SkipRecord,
+)
+from engine.store.memory_lifecycle import LifecycleTx
+from engine.store.memory_tables import MemoryStoreError, Tables, as_json, stored, take, writes
+from engine.store.sqltx import counted
+
+__all__ = ["MemoryStoreError", "MemoryTx", "Tables"]
+
+
+class MemoryTx(LifecycleTx):
+    """Implements `engine.store.ports.Tx` in memory (see `memory_tables.Transaction`)."""
+
+    # ---- journal and outbox --------------------------------------------------------
+    @writes
+    def append_journal(self, entry: JournalEntry) -> int:
+        row = stored(replace(entry, data=as_json(entry.data), seq=0))
+        seq = self._next_seq("journal")
+        self._own("journal").journal[seq] = replace(row, seq=seq)
+        return seq
+
+    def list_journal(
+        self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None
+    ) -> list[JournalEntry]:
+        found = (
+            e
+            for seq, e in self._tables.journal.items()
+            if seq > after
+            and (entity is None or e.entity == entity)
+            and (entity_id is None or e.entity_id == entity_id)
+        )
+        return take(found, limit)  # a dict keeps the order of its keys: seq order
+
+    @writes
+    def enqueue_outbox(
+        self, event: dict[str, Any], origin_run: str | None, actor: str, at: str
+    ) -> None:
+        item = stored(OutboxItem(0, as_json(event), origin_run, actor, at))
+        seq = self._next_seq("outbox")
+        self._own("outbox").outbox[seq] = (replace(item, seq=seq), None)
+
+    def pending_outbox(self, limit: int) -> list[OutboxItem]:
+        return take((item for item, sent in self._tables.outbox.values() if sent is None), limit)
+
+    @writes
+    def mark_published(self, seq: int, at: str) -> bool:
+        found = self._tables.outbox.get(seq)
+        if found is None or found[1] is not None:
+            return False
+        self._own("outbox").outbox[seq] = (found[0], at)
+        return True
+
+    # ---- the scheduler -------------------------------------------------------------
+    def get_loop_state(self, loop: str) -> LoopState | None:
+        return self._tables.loop_state.get(loop)
+
+    def list_loop_states(self) -> list[LoopState]:
+        return sorted(self._tables.loop_state.values(), key=lambda s: s.loop)
+
+    @writes
+    def set_loop_enabled(self, loop: str, enabled: bool, since: str, at: str) -> None:
+        found = self._tables.loop_state.get(loop)
+        if found is None:
+            row = LoopState(loop, bool(enabled), since, None, None, False, "", None, at)
+        else:
+            kept = since if enabled and not found.enabled else found.enabled_since
+            row = replace(found, enabled=bool(enabled), enabled_since=kept, updated_at=at)
+        self._own("loop_state").loop_state[loop] = stored(row)
+
+    @writes
+    def advance_cursor(self, loop: str, cursor: str, last_slot: str | None, at: str) -> None:
+        found = self._tables.loop_state.get(loop)
+        if found is None:
+            return
+        if found.cursor is None or found.cursor < cursor:
+            found = replace(found, cursor=cursor)
+        if last_slot is not None and (found.last_slot is None or found.last_slot < last_slot):
+            found = replace(found, last_slot=last_slot)
+        self._own("loop_state").loop_state[loop] = stored(replace(found, updated_at=at))
+
+    def _set_loop(self, loop: str, **changes: Any) -> bool:
+        found = self._tables.loop_state.get(loop)
+        if found is None:
+            return False
+        self._own("loop_state").loop_state[loop] = stored(replace(found, **changes))
+        return True
+
+    @writes
+    def set_paused(self, loop: str, paused: bool, note: str, by: str | None, at: str) -> bool:
+        return self._set_loop(
+            loop, paused=bool(paused), pause_note=note, paused_by=by, updated_at=at
+        )
+
+    @writes
+    def insert_skip(self, skip: SkipRecord) -> bool:
+        key = (skip.loop, skip.first_slot, skip.reason)
+        if key in self._tables.slot_skips:
+            return False
+        self._own("slot_skips").slot_skips[key] = stored(skip)
+        return True
+
+    def list_skips(self, loop: str, since: str) -> list[SkipRecord]:
+        found = [
+            s for s in self._tables.slot_skips.values() if s.loop == loop and s.last_slot >= since
+        ]
+        return sorted(found, key=lambda s: s.first_slot)
+
+    def get_observation(self, loop: str) -> ObservationRecord | None:
+        return self._tables.observations.get(loop)
+
+    def list_observations(self) -> list[ObservationRecord]:
+        return [self._tables.observations[k] for k in sorted(self._tables.observations)]
+
+    @writes
+    def insert_observation(self, obs: ObservationRecord) -> bool:
+        if obs.loop in self._tables.observations:
+            return False
+        self._own("observations").observations[obs.loop] = stored(obs)
+        return True
+
+    @writes
+    def update_observation(self, obs: ObservationRecord, expect: ObservationRecord) -> bool:
+        found = self._tables.observations.get(obs.loop)
+        if found is None or found.polls != expect.polls:
+            return False
+        if found.fingerprint != expect.fingerprint:  # NULL matches NULL, as the SQL's
+            return False
+        self._own("observations").observations[obs.loop] = stored(obs)
+        return True
+
+    @writes
+    def set_loop_counters(
+        self,
+        loop: str,
+        consecutive_failures: int,
+        nothing_streak: int,
+        quiet_until: str | None,
+        at: str,
+    ) -> None:
+        self._set_loop(
+            loop,
+            consecutive_failures=consecutive_failures,
+            nothing_streak=nothing_streak,
+            quiet_until=quiet_until,
+            updated_at=at,
+        )
+
+    # ---- findings ------------------------------------------------------------------
+    @writes
+    def upsert_finding(self, f: FindingRecord) -> tuple[FindingRecord, bool]:
+        known = self.get_finding_by_key(f.semantic_key)
+        if known is not None:
+            row = replace(
+                known,
+                occurrence_count=known.occurrence_count + 1,
+                last_seen_at=f.last_seen_at,
+                last_occurrence=f.last_occurrence,
+                evidence=as_json(f.evidence),
+            )
+            self._own("findings").findings[row.finding_id] = stored(row)
+            return self._tables.findings[row.finding_id], False
+        if f.finding_id in self._tables.findings:
+            raise MemoryStoreError("UNIQUE constraint failed: findings.finding_id")
+        confidence = None if f.confidence is None else float(f.confidence)
+        row = stored(replace(f, evidence=as_json(f.evidence), confidence=confidence))
+        tables = self._own("findings", "finding_keys")
+        tables.findings[row.finding_id] = row
+        tables.finding_keys[row.semantic_key] = row.finding_id
+        return row, True
+
+    def get_finding(self, finding_id: str) -> FindingRecord | None:
+        return self._tables.findings.get(finding_id)
+
+    def get_finding_by_key(self, key: str) -> FindingRecord | None:
+        finding_id = self._tables.finding_keys.get(key)
+        return None if finding_id is None else self._tables.findings[finding_id]
+
+    def list_findings(
+        self, limit: int, status: str | None = None, loop: str | None = None
+    ) -> list[FindingRecord]:
+        found = [
+            f
+            for f in self._tables.findings.values()
+            if (status is None or f.status == status) and (loop is None or f.loop == loop)
+        ]
+        return take(
+            sorted(found, key=lambda f: (f.last_seen_at, f.finding_id), reverse=True), limit
+        )
+
+    @writes
+    def decide_finding(
+        self,
+        finding_id: str,
+        from_status: str,
+        to_status: str,
+        by: str,
+        at: str,
+        promoted_event: str | None = None,
+    ) -> bool:
+        found = self._tables.findings.get(finding_id)
+        if found is None or found.status != from_status:
+            return False
+        row = replace(
+            found,
+            status=to_status,
+            decided_by=by,
+            decided_at=at,
+            promoted_event=found.promoted_event if promoted_event is None else promoted_event,
+        )
+        self._own("findings").findings[finding_id] = stored(row)
+        return True
+
+    # ---- notifications -------------------------------------------------------------
+    def last_notification_state(self, dedup_key: str) -> str | None:
+        for n in reversed(self._tables.notifications.values()):
+            if n.dedup_key == dedup_key:
+                return n.state
+        return None
+
+    @writes
+    def enqueue_notification(self, n: NotificationRecord) -> int | None:
+        if self.last_notification_state(n.dedup_key) == n.state:
+            return None
+        row = stored(replace(n, links=as_json(n.links)))
+        seq = self._next_seq("notifications")
+        self._own("notifications").notifications[seq] = replace(row, seq=seq)
+        return seq
+
+    def pending_notifications(self, now: str, limit: int) -> list[NotificationRecord]:
+        found = (
+            n
+            for n in self._tables.notifications.values()
+            if n.delivered_at is None and (n.next_attempt_at is None or n.next_attempt_at <= now)
+        )
+        return take(found, limit)
+
+    def _undelivered(self, seq: int) -> NotificationRecord | None:
+        found = self._tables.notifications.get(seq)
+        return None if found is None or found.delivered_at is not None else found
+
+    @writes
+    def mark_notification_delivered(self, seq: int, at: str) -> bool:
+        found = self._undelivered(seq)
+        if found is None:
+            return False
+        self._own("notifications").notifications[seq] = replace(found, delivered_at=at)
+        return True
+
+    @writes
+    def notification_failed(self, seq: int, error: str, next_attempt_at: str | None) -> bool:
+        found = self._undelivered(seq)
+        if found is None:
+            return False
+        row = replace(
+            found, attempts=found.attempts + 1, last_error=error, next_attempt_at=next_attempt_at
+        )
+        self._own("notifications").notifications[seq] = stored(row)
+        return True
+
+    def list_notifications(self, limit: int) -> list[NotificationRecord]:
+        return take(reversed(self._tables.notifications.values()), limit)
+
+    # ---- reports -------------------------------------------------------------------
+    def counts(self) -> dict[str, dict[str, int]]:
+        runs = Counter(r.state for r in self._tables.runs.values())
+        proposals = Counter(p.state for p in self._tables.proposals.values())
+        return {"runs": dict(runs), "proposals": dict(proposals)}
+
+    def metrics_snapshot(self) -> dict[str, list[dict[str, Any]]]:
+        t = self._tables
+        runs = [(r.loop, r.state, r.outcome) for r in t.runs.values()]
+        attempts = Counter[tuple[Any, ...]]()
+        for r in t.runs.values():
+            attempts[(r.loop, r.state, r.outcome)] += r.attempts
+        sightings = Counter[tuple[Any, ...]]()
+        for f in t.findings.values():
+            sightings[(f.status,)] += f.occurrence_count
+        by_operator = Counter[tuple[Any, ...]]()
+        for p in t.proposals.values():
+            by_operator[(p.state,)] += (p.decided_by or "").startswith("operator:")
+        occurrences = [(o.loop, o.state, o.decision) for o in t.occurrences.values()]
+        return {
+            "occurrences": _grouped(occurrences, ("loop", "state", "decision")),
+            "decisions": _grouped(
+                [(d.kind, d.reason) for d in t.decisions.values()], ("kind", "reason")
+            ),
+            "runs": _grouped(runs, ("loop", "state", "outcome"), attempts=attempts),
+            "findings": _grouped(
+                [(f.status,) for f in t.findings.values()], ("status",), occurrences=sightings
+            ),
+            "journal": _grouped([(e.action,) for e in t.journal.values()], ("action",)),
+            "dispatched": [{"n": len({r.event_id for r in t.runs.values()})}],
+            "proposals": _grouped(
+                [(p.state,) for p in t.proposals.values()], ("state",), by_operator=by_operator
+            ),
+        }
+
+    def run_timings(self, limit: int) -> list[tuple[str, str | None, str | None]]:
+        newest = sorted(self._tables.runs.values(), key=lambda r: (r.created_at, r.run_id))
+        return take(((r.created_at, r.started_at, r.finished_at) for r in reversed(newest)), limit)
+
+
+def _grouped(
+    keys: list[tuple[Any, ...]], groups: tuple[str, ...], **sums: Counter[tuple[Any, ...]]
+) -> list[dict[str, Any]]:
+    """GROUP BY `groups` with COUNT(*) AS n and each SUM in `sums` (per group key), in
+    the order the SQL stores give them."""
+    rows: list[dict[str, Any]] = [
+        {**dict(zip(groups, key, strict=True)), "n": n, **{s: c[key] for s, c in sums.items()}}
+        for key, n in Counter(keys).items()
+    ]
+    return counted(rows, groups, ("n", *sums))
