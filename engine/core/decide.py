@@ -726,7 +726,7 @@ def notice(
 ) -> Notify:
     """A notification for (kind, loop, repo[, subject]) reaching `state`: written only
     when the last one for the same subject had another state."""
-    key = f"{kind}|{loop or '-'}|{repo or '-'}" + (f"|{subject}" if subject else "")
+    key = dedup_key(kind, loop, repo, subject)
     return Notify(
         NotificationRecord(
             seq=0,
@@ -740,6 +740,12 @@ def notice(
             dedup_key=key,
         )
     )
+
+
+def dedup_key(kind: str, loop: str | None, repo: str | None, subject: str | None = None) -> str:
+    """What "the same thing" means for quiet notifications: one kind of one loop and
+    repository (and subject, where a loop has several, such as findings)."""
+    return f"{kind}|{loop or '-'}|{repo or '-'}" + (f"|{subject}" if subject else "")
 
 
 def pause(

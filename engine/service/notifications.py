@@ -21,6 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from engine.core.decide import dedup_key, notice
 from engine.core.envelope import iso
 from engine.core.records import NotificationRecord
 from engine.service.context import Runtime
@@ -77,25 +78,10 @@ def notify(
     None (nothing written) when the last one for the same subject had the same state:
     an unchanged blocker or failure is not announced again. `subject` tells apart
     things of one loop that each deserve their own (each finding)."""
-    key = dedup_key(kind, loop, repo, subject)
-    record = NotificationRecord(
-        seq=0,
-        at=at or rt.now(),
-        kind=kind,
-        loop=loop,
-        repo=repo,
-        state=state,
-        links=links or {},
-        message=message,
-        dedup_key=key,
+    made = notice(
+        kind, state, message, at or rt.now(), loop=loop, repo=repo, links=links, subject=subject
     )
-    return tx.enqueue_notification(record)
-
-
-def dedup_key(kind: str, loop: str | None, repo: str | None, subject: str | None = None) -> str:
-    """What "the same thing" means for quiet notifications: one kind of one loop and
-    repository (and subject, where a loop has several, such as findings)."""
-    return f"{kind}|{loop or '-'}|{repo or '-'}" + (f"|{subject}" if subject else "")
+    return tx.enqueue_notification(made.record)
 
 
 def last_state(
