@@ -10,7 +10,10 @@ clock jumps. After every step, from the durable records:
 - a human-only type is approved by a named human only;
 - each slot is admitted at most once (one tick per loop and slot);
 - a loop's `approval auto` runs its real ticks only: a run approved by `schedule` is a
-  tick the scheduler, a host timer or a person made, never an envelope posing as one."""
+  tick the scheduler, a host timer, a person or a trigger that waits made, never an
+  envelope posing as one;
+- a trigger that waits (`on-event`, `after`) fires its loop once per cause, and only
+  the runtime makes those ticks."""
 
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 TREE = ROOT / "tests" / "data" / "trust"
 PATHS = Paths(TREE / "loops", TREE / "registry", TREE / "config")
 START = datetime(2026, 12, 1, 8, 59, 59, tzinfo=UTC)
-WATCHED = frozenset({"watched"})
+WATCHED = frozenset({"watched", "on-request"})
 HUMAN_ONLY_TYPES = frozenset({"trust.ship.requested"})
 LOOPS = ("watched", "auto", "auto-mutating", "host")
 TYPES = {
@@ -46,6 +49,8 @@ TYPES = {
     "auto": "trust.auto.tick",
     "auto-mutating": "trust.act.tick",
     "host": "trust.host.tick",
+    "on-request": "trust.review.tick",
+    "after-act": "trust.after.tick",
 }
 # Who may call `admit`, and with what the HTTP layer would name them.
 CALLERS = ("bridge", "inject", "github", "chain", "operator:alice", "operator:bob")
@@ -81,8 +86,10 @@ class Runtime(RuleBasedStateMachine):
 
     @rule(
         caller=st.sampled_from(CALLERS),
-        source=st.sampled_from(("schedule", "bridge", "manual", "github", "ci")),
-        loop=st.sampled_from((*LOOPS, "nope")),
+        source=st.sampled_from(
+            ("schedule", "bridge", "manual", "github", "ci", "on-event", "after")
+        ),
+        loop=st.sampled_from((*LOOPS, "on-request", "after-act", "nope")),
         kind=st.sampled_from(("tick", "plain", "ship")),
         hours=st.integers(min_value=-3, max_value=3),
     )
@@ -187,6 +194,7 @@ class Runtime(RuleBasedStateMachine):
             by, source = event.admitted_by, event.source
             real = (
                 (by == "schedule" and source in ("schedule", "manual"))
+                or (by == "schedule" and source == "after" and event.loop == "after-act")
                 or (by == "bridge" and source == "bridge" and event.loop == "host")
                 or (is_human(by) and source in ("schedule", "manual"))
             )
@@ -200,6 +208,18 @@ class Runtime(RuleBasedStateMachine):
                 continue
             key = (event.loop, str(event.payload.get("slot")))
             assert key not in seen, f"slot {key} admitted twice"
+            seen.add(key)
+
+    @invariant()
+    def a_waiting_trigger_fires_once_per_cause(self) -> None:
+        seen: set[tuple[str, str]] = set()
+        for event in self.service.events(1000):
+            if event.source not in ("on-event", "after") or event.loop is None:
+                continue
+            assert event.admitted_by == "schedule", event
+            cause = event.payload.get("trigger") or event.payload.get("upstream") or {}
+            key = (event.loop, str(cause.get("eventId") or cause.get("occurrence")))
+            assert key not in seen, f"{key} fired twice"
             seen.add(key)
 
 
