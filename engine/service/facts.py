@@ -13,11 +13,10 @@ from engine.core.ruleset import Approval, CatchUp, Loop, RuleSet, max_active
 from engine.store.ports import Tx
 
 
-def read_facts(
-    tx: Tx, rules: RuleSet, event: EventRecord, at: str, state: LoopState | None = None
-) -> Facts:
-    """What `decide` reads for `event`. `state`, when the caller (the scheduler) has
-    just read the loop's state, saves that read."""
+def read_facts(tx: Tx, rules: RuleSet, event: EventRecord, at: str) -> Facts:
+    """What `decide` reads for `event`. The loop's state is read afresh for each event:
+    an earlier tick of the same pass may have moved its counters (a catch-up of several
+    slots whose occurrences end at triage)."""
     decided = not event.planned and tx.get_decision(event.event_id) is not None
     if decided:
         return Facts(decided=True)
@@ -28,8 +27,7 @@ def read_facts(
         return Facts(existing=existing)
     if existing is not None and existing.event_id != event.event_id:
         return Facts(existing=existing)  # a fold reads nothing else
-    if state is None:
-        state = tx.get_loop_state(loop.name)
+    state = tx.get_loop_state(loop.name)
     paused = state is not None and state.paused
     active: tuple[OccurrenceRecord, ...] = ()
     if loop.enabled and not paused and (max_active(loop) is not None or needs_history(loop)):

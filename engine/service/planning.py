@@ -5,14 +5,12 @@ a decision is unique per event and a run unique per idempotency key."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from engine.core.decide import decide, queue
 from engine.core.decisions import DecisionKind, NoopReason
 from engine.core.records import (
     DecisionRecord,
     EventRecord,
-    LoopState,
     RunRecord,
 )
 from engine.errors import Unavailable
@@ -36,13 +34,13 @@ def plan_pending(rt: Runtime, limit: int = BATCH) -> int:
     return len(events)
 
 
-def plan_safely(rt: Runtime, tx: Tx, event: EventRecord, at: str, **known: Any) -> None:
+def plan_safely(rt: Runtime, tx: Tx, event: EventRecord, at: str) -> None:
     """`plan_one` in a savepoint: an event whose planning fails is decided NOOP
     `planning_error` (visible, journaled, nothing runs) instead of rolling back, and
     blocking, every other event of the batch."""
     try:
         with tx.savepoint():
-            plan_one(rt, tx, event, at, **known)
+            plan_one(rt, tx, event, at)
     except Unavailable:  # the store's fault, not the event's: the batch is tried again
         raise
     except Exception as err:
@@ -85,22 +83,13 @@ def _planning_failed(rt: Runtime, tx: Tx, event: EventRecord, at: str, err: Exce
     )
 
 
-def plan_one(
-    rt: Runtime,
-    tx: Tx,
-    event: EventRecord,
-    at: str,
-    *,
-    paused: bool | None = None,
-    state: LoopState | None = None,
-) -> None:
+def plan_one(rt: Runtime, tx: Tx, event: EventRecord, at: str) -> None:
     """Decide one event and persist the decision, its occurrence (with the triage
     decision and evidence) and its proposal or run, before anything runs: read the
     facts, decide purely (engine.core.decide), apply the plan. An event stored as
     planned (the scheduler admits and plans a tick in one commit) is fresh: nobody else
-    can have decided it. The loop's `state`, when the caller (the scheduler) has just
-    read it, saves a read; `paused` is what that state says."""
-    facts = read_facts(tx, rt.rules, event, at, state)
+    can have decided it."""
+    facts = read_facts(tx, rt.rules, event, at)
     apply(rt, tx, decide(event, rt.rules, facts, rt.lifecycle, at), at)
 
 

@@ -157,7 +157,7 @@ class Scheduler:
             envelope = tick(loop, f.slot, f.skipped)
             row = admit_record(self.rt, tx, envelope, ACTOR, at, planned=True)
             if row is not None:  # planned in the same commit: decided before anything runs
-                plan_safely(self.rt, tx, row, at, paused=False, state=state)
+                plan_safely(self.rt, tx, row, at)
             if f.skipped:
                 log.info(
                     "loop %s: fired %s, skipped %d older slot(s) (%s)",

@@ -147,7 +147,7 @@ def _fire(
     envelope = watch_tick(loop, record.changes, record.fingerprint, step.previous, now)
     row = admit_record(rt, tx, envelope, ACTOR, at, planned=True)
     if row is not None:  # planned in the same commit: decided before anything runs
-        plan_safely(rt, tx, row, at, paused=False, state=state)
+        plan_safely(rt, tx, row, at)
     log.info("loop %s: its probe changed (change %d)", loop.name, record.changes)
 
 
