@@ -113,7 +113,7 @@ NOTIFIED_ENDS = frozenset(
 )
 
 # Stop conditions that wait for a person: the loop is paused until an operator resumes
-# it (seed 2 §14: a stop condition may pause the schedule).
+# it (docs/occurrences.md: a stop condition may pause the schedule).
 PAUSING = frozenset({"human_review_required", "external_blocker", "release_ready"})
 
 
