@@ -50,7 +50,12 @@ MIN_TIMEOUT_S = 30.0
 # module -> (the unit tests that hold it, the functions to mutate: None for all)
 TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "engine/core/planner.py": (
-        ("tests/unit/test_planner.py", "tests/unit/test_repo_loops.py"),
+        (
+            "tests/unit/test_planner.py",
+            "tests/unit/test_repo_loops.py",
+            "tests/unit/test_triggers_that_wait.py",
+            "tests/unit/test_watch_rules.py",
+        ),
         None,
     ),
     "engine/core/slots.py": (("tests/unit/test_slots.py",), None),
@@ -59,9 +64,16 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "engine/core/authority.py": (("tests/unit/test_authority.py",), None),
     "engine/core/nesting.py": (("tests/unit/test_bodies.py",), None),
     "engine/core/ticks.py": (
-        ("tests/unit/test_ticks.py", "tests/unit/test_bridge.py", "tests/unit/test_slots.py"),
+        (
+            "tests/unit/test_ticks.py",
+            "tests/unit/test_bridge.py",
+            "tests/unit/test_slots.py",
+            "tests/unit/test_watch_rules.py",
+            "tests/unit/test_decide.py",
+        ),
         None,
     ),
+    "engine/core/triggers.py": (("tests/unit/test_triggers_that_wait.py",), None),
     "engine/intake/github.py": (("tests/unit/test_github_translate.py",), None),
     "engine/core/policy.py": (("tests/unit/test_policy.py",), None),
     "engine/adapters/command.py": (

@@ -5,6 +5,7 @@ that only the runtime makes such ticks."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -383,3 +384,103 @@ def test_the_overlay_switches_a_waiting_loop_but_cannot_declare_one(tmp_path: Pa
     with pytest.raises(RulesError) as err:
         load_with_config(tmp_path, REVIEW)
     assert [d.code for d in err.value.diagnostics] == ["E0802"]
+
+
+# ---- the edges of windows and ids ----------------------------------------------------------
+
+
+def test_a_long_window_or_id_is_kept_as_its_digest() -> None:
+    """A window of exactly MAX_WINDOW characters is kept as written, one longer becomes
+    `sha256:` and the first 32 hex digits of its SHA-256; a tick id that would pass 256
+    characters ends in the digest of the event id instead, one of exactly 256 is kept."""
+    fits = "w" * MAX_WINDOW
+    assert window_text(fits) == fits
+    long = fits + "w"
+    assert window_text(long) == "sha256:" + hashlib.sha256(long.encode()).hexdigest()[:32]
+    loop = Loop("l", Trigger(TriggerKind.EVENT, event_type="wait.asked"), "wait.done", {})
+    exact = "e" * (256 - len("on:l:"))
+    assert event_tick(loop, asked(exact), "w").eventId == f"on:l:{exact}"
+    longer = exact + "e"
+    digest = hashlib.sha256(longer.encode()).hexdigest()[:32]
+    assert event_tick(loop, asked(longer), "w").eventId == f"on:l:{digest}"
+
+
+MANY = """\
+loop a-off
+  on-event wait.asked
+  emit wait.done
+loop b-on
+  on-event wait.asked
+  emit wait.done
+  enabled
+loop c-guarded
+  on-event wait.asked if event.payload.go == true
+  emit wait.done
+  enabled
+loop d-unreadable
+  on-event wait.asked if event.payload.missing.deeper
+  emit wait.done
+  enabled
+loop e-on
+  on-event wait.asked
+  emit wait.done
+  enabled
+loop f-other-type
+  on-event wait.done
+  emit wait.done
+  enabled
+loop g-after
+  after b-on
+  emit wait.done
+  enabled
+"""
+
+
+def test_one_event_is_told_to_every_loop_of_its_type(tmp_path: Path) -> None:
+    """Every `on-event` loop of the event's type is asked in turn: a disabled one, a
+    guard that does not hold and one that cannot be read do not stop the loops after
+    them; a loop of another type, or another trigger, is never asked."""
+    rules = load(tmp_path, MANY)
+    firings = fired_by(rules, asked(go=False), is_tick=False)
+    assert [(f.loop.name, f.error is not None) for f in firings] == [
+        ("b-on", False),
+        ("d-unreadable", True),
+        ("e-on", False),
+    ]
+
+
+def test_a_tick_keeps_the_loops_repo_and_the_events_correlation() -> None:
+    """The loop's static `repo` wins over the event's, an event repo that is not text
+    is not taken, and the tick keeps the event's correlation id (its own id when it has
+    none)."""
+    loop = Loop(
+        "l", Trigger(TriggerKind.EVENT, event_type="wait.asked"), "wait.done", {"repo": "mine"}
+    )
+    assert event_tick(loop, asked(repo="theirs"), "w").payload["repo"] == "mine"
+    bare = replace(loop, payload={})
+    assert "repo" not in event_tick(bare, asked(repo=7), "w").payload
+    assert event_tick(bare, asked("x1"), "w").correlationId == "x1"
+    correlated = asked("x2").model_copy(update={"correlationId": "c-9"})
+    assert event_tick(bare, correlated, "w").correlationId == "c-9"
+
+
+def test_every_loop_after_an_upstream_is_found(tmp_path: Path) -> None:
+    """`dependents` asks every loop in turn: a loop after another upstream, a disabled
+    one, or one whose outcome or state filter the conclusion fails, does not stop the
+    loops after it; the upstream's repo
+    is the tick's only when the loop sets none."""
+    rules = load(
+        tmp_path,
+        "loop nightly\n  every 1h\n  emit wait.done\n  enabled\n"
+        "loop other\n  manual\n  emit wait.done\n  enabled\n"
+        "loop a-after-other\n  after other\n  emit wait.done\n  enabled\n"
+        "loop a2-switched-off\n  after nightly\n  emit wait.done\n"
+        "loop a3-on-failed\n  after nightly outcome FAILED\n  emit wait.done\n  enabled\n"
+        "loop b-on-failure\n  after nightly state failed\n  emit wait.done\n  enabled\n"
+        'loop c-on-anything\n  after nightly\n  emit wait.done { repo: "mine" }\n  enabled\n',
+    )
+    (found,) = dependents(rules, conclusion())
+    assert found.name == "c-on-anything"
+    assert after_tick(found, conclusion()).payload["repo"] == "mine"
+    bare = replace(found, payload={})
+    assert "repo" not in after_tick(bare, replace(conclusion(), repo=None)).payload
