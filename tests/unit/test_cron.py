@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from engine.core.cron import CronSlots, cron_problem, fixed_time
+from engine.core.cron import CronSlots, cron_problem, fixed_time, for_cronsim
 
 MINUTE = timedelta(minutes=1)
 MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
@@ -333,3 +333,23 @@ def test_what_cron5_does_not_say_is_refused_with_the_field(expr: str, says: str)
     """Text outside cron(5), or that can never fire, is refused naming the field."""
     problem = cron_problem(expr)
     assert problem is not None and says in problem
+
+
+@pytest.mark.parametrize(
+    ("expr", "read"),
+    [
+        ("0 9 * JAN-JAN/2 *", "0 9 * JAN *"),  # one month by name
+        ("0 9 * 1-JAN/2 *", "0 9 * 1 *"),  # a number and a name of the same month
+        ("0 9 * FEB-2/3 *", "0 9 * FEB *"),  # February is 2, not 1 or 0
+        ("0 9 * * 0-SUN/2", "0 9 * * 0"),  # Sunday is 0 among the days of the week
+        ("0 9 * * MON-1/2", "0 9 * * MON"),
+        ("0 9 * JAN-FEB/2 *", "0 9 * JAN-FEB/2 *"),  # two months stay a range
+        ("0 9 * * MON-TUE/2", "0 9 * * MON-TUE/2"),
+    ],
+)
+def test_a_stepped_range_of_one_value_is_that_value_whatever_names_it(expr: str, read: str) -> None:
+    """cron(5) reads `A-A/N` as the one value A, also when a month or a day is written
+    by name on either end (JAN is 1, SUN is 0); cronsim is handed that value, never a
+    range that would run to the end of the field."""
+    assert cron_problem(expr) is None
+    assert for_cronsim(expr) == read
