@@ -80,7 +80,6 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
         ("tests/unit/test_command_adapter.py",),
         (
             "builtins_for",
-            "lookup",
             "param_value",
             "_values",
             "build_argv",
@@ -91,6 +90,11 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
             "describe_exit",
             "judge",
         ),
+    ),
+    # the params of a command template, checked by the adapter and by the compiler
+    "engine/core/registry.py": (
+        ("tests/unit/test_command_adapter.py",),
+        ("lookup", "param_problem"),
     ),
 }
 

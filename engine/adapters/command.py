@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import signal
 import sys
 from collections.abc import Mapping
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.adapters import workspaces
-from engine.core.registry import PARAM_PATTERNS, PLACEHOLDER, Definition, Param, Probe
+from engine.core.registry import PLACEHOLDER, Definition, Param, Probe, lookup, param_problem
 from engine.errors import Unprocessable
 from engine.service.runs import Execution
 
@@ -64,29 +63,12 @@ def builtins_for(job: Job) -> dict[str, str]:
     }
 
 
-def lookup(payload: Mapping[str, Any], source: str) -> object:
-    """The value at `payload.a.b` (the `from:` of a param); None when absent."""
-    value: object = payload
-    for key in source.split(".")[1:]:
-        if not isinstance(value, Mapping) or key not in value:
-            return None
-        value = value[key]
-    return value
-
-
 def param_value(name: str, param: Param, payload: Mapping[str, Any]) -> str:
-    """The text of one param, checked against its type's pattern."""
-    value = lookup(payload, param.source)
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        shown = "missing" if value is None else f"a {type(value).__name__}"
-        raise ArgumentRefused(f"param '{name}' ({param.source}) is {shown}, not a {param.type}")
-    text = str(value)
-    if re.fullmatch(PARAM_PATTERNS[param.type], text) is None:
-        raise ArgumentRefused(
-            f"param '{name}' ({param.source}) = {text[:80]!r} is not a valid {param.type}"
-            + ("; a value may never start with '-'" if text.startswith("-") else "")
-        )
-    return text
+    """The text of one param, checked against its type's pattern (ArgumentRefused)."""
+    problem = param_problem(name, param, payload)
+    if problem is not None:
+        raise ArgumentRefused(problem)
+    return str(lookup(payload, param.source))
 
 
 # A closed argv template: a command definition's, or a watch's probe's.

@@ -3,7 +3,6 @@ effective loop (after the overlay)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -13,7 +12,7 @@ from dsl.diagnostics import Span, did_you_mean
 from dsl.model import Emit, ForEach, LoopDecl
 from engine.core.compile_base import COLLECTIONS, LOOP_NAME, SAMPLE_REPO, SAMPLE_SLOT, CompilerBase
 from engine.core.loopsettings import read_settings, read_triage
-from engine.core.registry import PARAM_PATTERNS, EventType
+from engine.core.registry import EventType, param_problem
 from engine.core.ruleset import (
     TICK_FIELDS,
     WATCH_FIELDS,
@@ -33,7 +32,11 @@ from engine.core.triggers import (
 )
 
 # The fields the engine fills in a loop's ticks, by trigger (E0208, E0206).
-_FILLED = {TriggerKind.EVENT: EVENT_FIELDS, TriggerKind.AFTER: AFTER_FIELDS}
+_FILLED = {
+    TriggerKind.EVENT: EVENT_FIELDS,
+    TriggerKind.AFTER: AFTER_FIELDS,
+    TriggerKind.WATCH: WATCH_FIELDS,
+}
 
 
 class LoopCompiler(CompilerBase):
@@ -304,7 +307,7 @@ class LoopCompiler(CompilerBase):
             )
         type_span, payload_span = self.emit_spans.get(loop.name, (loop.origin, loop.origin))
         watch = loop.trigger.kind is TriggerKind.WATCH
-        filled = WATCH_FIELDS if watch else _FILLED.get(loop.trigger.kind, TICK_FIELDS)
+        filled = _FILLED.get(loop.trigger.kind, TICK_FIELDS)
         reserved = sorted(filled & set(loop.payload))
         if reserved:
             self.c.error(
@@ -378,11 +381,7 @@ class LoopCompiler(CompilerBase):
             self.c.error("E0209", f"unknown probe '{name}'", at, hint)
             return
         for param_name, param in probe.params.items():
-            value = _payload_value(loop.payload, param.source)
-            text = None if isinstance(value, bool) else value
-            if not isinstance(text, str | int) or not re.fullmatch(
-                PARAM_PATTERNS[param.type], str(text)
-            ):
+            if param_problem(param_name, param, loop.payload) is not None:
                 self.c.error(
                     "E0209",
                     f"probe '{name}' param '{param_name}' reads {param.source}, which loop "
@@ -410,16 +409,6 @@ class LoopCompiler(CompilerBase):
 SAMPLE_FINGERPRINT = "0" * 64
 WATCH_PAYLOAD = "{loop, window, fingerprint, previousFingerprint, observedAt}"
 WATCH_HINT = f"a watch's tick fields {WATCH_PAYLOAD} are filled by the engine"
-
-
-def _payload_value(payload: Mapping[str, Any], source: str) -> object:
-    """The value at `payload.a.b` of a static payload; None when absent."""
-    value: object = payload
-    for key in source.split(".")[1:]:
-        if not isinstance(value, Mapping) or key not in value:
-            return None
-        value = value[key]
-    return value
 
 
 def tick_sample(loop: Loop) -> dict[str, Any]:

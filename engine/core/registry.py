@@ -5,6 +5,7 @@ validated pydantic models. The YAML files under `registry/` are read by
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -69,6 +70,31 @@ class Param(_Frozen):
     type: ParamType = "name"
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+def lookup(payload: Mapping[str, Any], source: str) -> object:
+    """The value at `payload.a.b` (the `from:` of a param); None when absent."""
+    value: object = payload
+    for key in source.split(".")[1:]:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def param_problem(name: str, param: Param, payload: Mapping[str, Any]) -> str | None:
+    """Why `payload` does not fill the param `name` (None when it does): its value must
+    be text or a whole number matching the param type's pattern."""
+    value = lookup(payload, param.source)
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        shown = "missing" if value is None else f"a {type(value).__name__}"
+        return f"param '{name}' ({param.source}) is {shown}, not a {param.type}"
+    text = str(value)
+    if re.fullmatch(PARAM_PATTERNS[param.type], text) is None:
+        return f"param '{name}' ({param.source}) = {text[:80]!r} is not a valid {param.type}" + (
+            "; a value may never start with '-'" if text.startswith("-") else ""
+        )
+    return None
 
 
 class FakeScript(_Frozen):

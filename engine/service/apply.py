@@ -25,6 +25,7 @@ from engine.core.effects import (
     Signal,
     Transition,
 )
+from engine.core.records import RunRecord
 from engine.errors import Unprocessable
 from engine.service.admission import admit_record, check
 from engine.service.context import Runtime
@@ -73,7 +74,7 @@ def _apply(rt: Runtime, tx: Tx, effect: Effect, at: str) -> None:
             if tx.decide_proposal(proposal_id, expect, to_state, at, actor, note):
                 apply(rt, tx, then, at)
         case QueueRun():
-            _queue(rt, tx, effect, at)
+            queued(rt, tx, effect, at)
         case RecordFinding():
             _finding(rt, tx, effect, at)
         case Notify(record):
@@ -89,9 +90,9 @@ def _apply(rt: Runtime, tx: Tx, effect: Effect, at: str) -> None:
             tx.enqueue_outbox(event, origin_run, actor, at)
 
 
-def _queue(rt: Runtime, tx: Tx, effect: QueueRun, at: str) -> None:
+def queued(rt: Runtime, tx: Tx, effect: QueueRun, at: str) -> RunRecord:
     """Queued once per idempotency key: journaled `queued`, or `converged` on the run
-    that holds the key already."""
+    that holds the key already; the run that holds it."""
     run = effect.record
     if tx.insert_run(run):
         rt.journal(
@@ -104,7 +105,7 @@ def _queue(rt: Runtime, tx: Tx, effect: QueueRun, at: str) -> None:
             at=at,
             data={"event": run.event_id, "definition": run.definition, "key": run.idempotency_key},
         )
-        return
+        return run
     existing = tx.get_run_by_key(run.idempotency_key)
     assert existing is not None
     rt.journal(
@@ -116,6 +117,7 @@ def _queue(rt: Runtime, tx: Tx, effect: QueueRun, at: str) -> None:
         at=at,
         note=f"event {run.event_id} converged on the existing run for {run.idempotency_key}",
     )
+    return existing
 
 
 def _finding(rt: Runtime, tx: Tx, effect: RecordFinding, at: str) -> None:

@@ -29,9 +29,7 @@ def read_facts(tx: Tx, rules: RuleSet, event: EventRecord, at: str) -> Facts:
         return Facts(existing=existing)  # a fold reads nothing else
     state = tx.get_loop_state(loop.name)
     paused = state is not None and state.paused
-    active: tuple[OccurrenceRecord, ...] = ()
-    if loop.enabled and not paused and (max_active(loop) is not None or needs_history(loop)):
-        active = tuple(tx.active_occurrences(loop.name, ident.repo, ACTIVE))
+    active = counted_active(tx, loop, ident.repo) if loop.enabled and not paused else ()
     return Facts(
         existing=existing,
         state=state,
@@ -41,6 +39,14 @@ def read_facts(tx: Tx, rules: RuleSet, event: EventRecord, at: str) -> Facts:
         open_proposals=superseded(tx, loop) if _may_supersede(rules, loop, event) else (),
         last_notified=None,  # a new occurrence never concludes `completed` at planning
     )
+
+
+def counted_active(tx: Tx, loop: Loop, repo: str | None) -> tuple[OccurrenceRecord, ...]:
+    """The loop's active occurrences for `repo`, read when they count: the loop has an
+    active limit, or its triage may read the number (`active`); else none."""
+    if max_active(loop) is None and not needs_history(loop):
+        return ()
+    return tuple(tx.active_occurrences(loop.name, repo, ACTIVE))
 
 
 def _may_supersede(rules: RuleSet, loop: Loop, event: EventRecord) -> bool:

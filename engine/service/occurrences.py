@@ -30,7 +30,7 @@ from engine.core.records import (
     RunRecord,
 )
 from engine.core.registry import Definition
-from engine.core.ruleset import Loop, max_active
+from engine.core.ruleset import Loop
 from engine.core.ticks import idempotency_key
 from engine.core.triage import Triage, TriageSnapshot, triage
 from engine.service.apply import apply
@@ -367,20 +367,6 @@ def concluded(
     apply(rt, tx, plan, at)
 
 
-def active_limit_reached(
-    tx: Tx, loop: Loop, ident: Identity
-) -> tuple[list[OccurrenceRecord] | None, int]:
-    """(the active occurrences when the loop is at its limit for the repo, else None;
-    how many are active). An overlapping loop with no limit is counted only when its
-    triage may read the number."""
-    limit = max_active(loop)
-    if limit is None and not needs_history(loop):
-        return None, 0
-    active = tx.active_occurrences(loop.name, ident.repo, ACTIVE)
-    reached = limit is not None and len(active) >= limit
-    return (active if reached else None), len(active)
-
-
 __all__ = [
     "ACTIVE",
     "Decision",
@@ -388,7 +374,6 @@ __all__ = [
     "Gate",
     "Identity",
     "Settled",
-    "active_limit_reached",
     "concluded",
     "gate",
     "identity",

@@ -14,7 +14,7 @@ from engine.core.records import (
     RunRecord,
 )
 from engine.errors import Unavailable
-from engine.service.apply import apply
+from engine.service.apply import apply, queued
 from engine.service.context import Runtime
 from engine.service.facts import read_facts
 from engine.store.ports import Tx
@@ -106,8 +106,4 @@ def queue_run(
     A retry of the occurrence's job (`attempt` > 0) is a run of its own: `key#N`."""
     decision = tx.get_decision(event.event_id)
     assert decision is not None and decision.definition is not None
-    effect = queue(event, decision.definition, proposal_id, actor, at, attempt)
-    apply(rt, tx, (effect,), at)
-    run = tx.get_run_by_key(effect.record.idempotency_key)
-    assert run is not None
-    return run
+    return queued(rt, tx, queue(event, decision.definition, proposal_id, actor, at, attempt), at)

@@ -16,6 +16,7 @@ from engine.core.ticks import idempotency_key
 from engine.core.triage import TriageDecision, triage
 from engine.service import occurrences
 from engine.service.context import Runtime
+from engine.service.facts import counted_active
 from engine.service.planning import queue_run
 from engine.store.ports import Tx
 
@@ -79,7 +80,7 @@ def _resume(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str) -> None:
             ident,
             loop_state,
             in_flight,
-            max(0, occurrences.active_limit_reached(tx, loop, ident)[1] - 1),  # not itself
+            max(0, len(counted_active(tx, loop, ident.repo)) - 1),  # not itself
             at,
         )
         if loop is not None

@@ -130,7 +130,8 @@ class Scheduler:
             with self.rt.store.write() as tx:
                 for loop in slotted:
                     fired += self._fire(tx, loop, now)
-        if polled and self.observer is not None:
+        if polled:
+            assert self.observer is not None  # `_polled` holds only with one
             result = watches.poll(self.rt, self.observer, polled, now)
             fired += result.fired
             for name, at in result.next.items():
