@@ -41,6 +41,7 @@ from engine.core.effects import (
 from engine.core.envelope import Envelope, iso, parse_iso
 from engine.core.ids import stable_id
 from engine.core.occurrence import (
+    ACTIVE,
     DAY,
     NOTIFIED_ENDS,
     PAUSING,
@@ -67,7 +68,15 @@ from engine.core.records import (
     ProposalRecord,
     RunRecord,
 )
-from engine.core.ruleset import CatchUp, DefinitionRef, Loop, OnActive, RuleSet, max_active
+from engine.core.ruleset import (
+    Approval,
+    CatchUp,
+    DefinitionRef,
+    Loop,
+    OnActive,
+    RuleSet,
+    max_active,
+)
 from engine.core.states import ProposalState
 from engine.core.ticks import idempotency_key, manual_tick
 from engine.core.triage import Triage, TriageDecision, TriageSnapshot, default_decision, triage
@@ -123,6 +132,50 @@ class Facts:
     history: History | None = None
     open_proposals: tuple[Superseded, ...] = ()  # the loop's open proposals
     last_notified: str | None = None  # the state last notified for the loop and repo
+
+
+def counts_active(loop: Loop) -> bool:
+    """Whether the loop's active occurrences are a fact of its decisions: it has an
+    active limit, or its triage may read the number."""
+    return max_active(loop) is not None or needs_history(loop)
+
+
+def may_supersede(rules: RuleSet, loop: Loop, event: EventRecord) -> bool:
+    """Whether the decision may propose and so supersede the loop's older proposals
+    (`_supersede_older`): a watched (or human-only) loop under catch-up none or last."""
+    if loop.catch_up is CatchUp.ALL:
+        return False
+    return loop.approval is Approval.WATCHED or rules.is_human_only(event.type)
+
+
+_KEEPS_FACTS = (Journal, MarkPlanned, Decide)
+
+
+def carried(
+    rules: RuleSet, loop: Loop, event: EventRecord, facts: Facts, plan: Plan
+) -> Facts | None:
+    """The loop's facts after `plan` (the decision of `event`), for the loop's next event
+    of the same batch and repo, without reading them again: the same facts, with an
+    occurrence the plan opened in an active state counted among the active ones when
+    they count. None when the plan changed something only a fresh read shows (counters,
+    a pause, a run queued, a proposal that a newer one would supersede, a fold into an
+    occurrence, a finding, the history triage reads): the batch then reads the next
+    event's facts afresh. The event-level facts (`decided`, `existing`) are the
+    caller's to fill."""
+    if facts.decided or facts.history is not None:
+        return None
+    active = facts.active
+    for effect in plan:
+        if isinstance(effect, _KEEPS_FACTS):
+            continue
+        if isinstance(effect, OpenOccurrence):
+            if effect.record.state in ACTIVE and counts_active(loop):
+                active = (*active, effect.record)
+            continue
+        if isinstance(effect, Propose) and not may_supersede(rules, loop, event):
+            continue
+        return None
+    return replace(facts, active=active, existing=None)
 
 
 # ---- the decision of one event ------------------------------------------------------------

@@ -152,10 +152,16 @@ class TriageSnapshot:
 
     def as_dict(self) -> dict[str, Any]:
         """Every field as plain JSON values (the evidence of a decision)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        return {name: _plain(getattr(self, name)) for name in _SNAPSHOT_FIELDS}
+
+
+_SNAPSHOT_FIELDS = tuple(f.name for f in fields(TriageSnapshot))
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _plain(value: Any) -> Any:
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -197,7 +203,7 @@ def triage(loop: Loop, mutating: bool, snapshot: TriageSnapshot) -> Triage:
     holds, else the default decision. A guard or key that fails to evaluate (data
     missing or of the wrong type) stops at `human_attention_required`, naming the line:
     a broken rule never dispatches work."""
-    scope = snapshot.scope()
+    scope = snapshot.scope() if loop.triage else {}
     for rule in loop.triage:
         try:
             if not rule.matches(scope):

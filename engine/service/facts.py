@@ -4,12 +4,23 @@ and the rules, never on a write of the same decision."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
+
 from engine.core import occurrence as occ_core
-from engine.core.decide import Facts, History, Superseded, envelope_of, history_since
+from engine.core.decide import (
+    Facts,
+    History,
+    Superseded,
+    counts_active,
+    envelope_of,
+    history_since,
+    may_supersede,
+)
 from engine.core.occurrence import ACTIVE, TERMINAL, needs_history
 from engine.core.planner import loop_of
-from engine.core.records import EventRecord, LoopState, OccurrenceRecord
-from engine.core.ruleset import Approval, CatchUp, Loop, RuleSet, max_active
+from engine.core.records import EventRecord, LoopState, OccurrenceRecord, ProposalRecord
+from engine.core.ruleset import Loop, RuleSet
 from engine.store.ports import Tx
 
 
@@ -36,26 +47,94 @@ def read_facts(tx: Tx, rules: RuleSet, event: EventRecord, at: str) -> Facts:
         in_flight=tx.loop_in_flight(loop.name),
         active=active,
         history=history(tx, loop, event, ident.repo, state, at) if needs_history(loop) else None,
-        open_proposals=superseded(tx, loop) if _may_supersede(rules, loop, event) else (),
+        open_proposals=superseded(tx, loop) if may_supersede(rules, loop, event) else (),
         last_notified=None,  # a new occurrence never concludes `completed` at planning
     )
+
+
+def read_facts_many(tx: Tx, rules: RuleSet, events: Sequence[EventRecord], at: str) -> list[Facts]:
+    """`read_facts` of each event, with one read per kind of fact for them all (the
+    batched writer's round: engine.service.batch). The events are of different loops
+    (or of none), so no decision among them reads what another writes."""
+    decided = tx.decided_events(e.event_id for e in events if not e.planned)
+    loops = [loop_of(envelope_of(e), e.admitted_by, rules) for e in events]
+    idents = [occ_core.identity(e, loop) for e, loop in zip(events, loops, strict=True)]
+    existing = tx.occurrences_by_keys(i.key for i in idents)
+    named = {loop.name for loop in loops if loop is not None}
+    states = tx.loop_states_of(named)
+    in_flight = tx.loops_in_flight(named)
+    counting = {loop.name for loop in loops if loop is not None and counts_active(loop)}
+    active: defaultdict[tuple[str, str | None], list[OccurrenceRecord]] = defaultdict(list)
+    for occ in tx.occurrences_of_loops(counting, ACTIVE) if counting else ():
+        if occ.loop is not None:
+            active[(occ.loop, occ.repo)].append(occ)
+    supersede = {
+        loop.name
+        for event, loop in zip(events, loops, strict=True)
+        if loop is not None and may_supersede(rules, loop, event)
+    }
+    open_proposals = _superseded_of(tx, supersede)
+    out: list[Facts] = []
+    for event, loop, ident in zip(events, loops, idents, strict=True):
+        if event.event_id in decided:
+            out.append(Facts(decided=True))
+            continue
+        held = existing.get(ident.key)
+        if loop is None or (held is not None and held.event_id != event.event_id):
+            out.append(Facts(existing=held))
+            continue
+        state = states.get(loop.name)
+        paused = state is not None and state.paused
+        counted = loop.enabled and not paused and loop.name in counting
+        out.append(
+            Facts(
+                existing=held,
+                state=state,
+                in_flight=loop.name in in_flight,
+                active=tuple(active.get((loop.name, ident.repo), ())) if counted else (),
+                history=history(tx, loop, event, ident.repo, state, at)
+                if needs_history(loop)
+                else None,
+                open_proposals=open_proposals.get(loop.name, ()) if loop.name in supersede else (),
+                last_notified=None,
+            )
+        )
+    return out
+
+
+def _superseded_of(tx: Tx, loops: set[str]) -> dict[str, tuple[Superseded, ...]]:
+    """`superseded` of several loops at once."""
+    if not loops:
+        return {}
+    proposals = tx.open_proposals_of(loops)
+    if not proposals:
+        return {}
+    ids = [p.event_id for p in proposals]
+    events = tx.events_by_ids(ids)
+    occurrences = tx.occurrences_by_ids(ids)
+    found: defaultdict[str, list[Superseded]] = defaultdict(list)
+    for proposal in proposals:
+        if proposal.loop is not None:
+            found[proposal.loop].append(_superseding(proposal, events, occurrences))
+    return {loop: tuple(items) for loop, items in found.items()}
+
+
+def _superseding(
+    proposal: ProposalRecord,
+    events: dict[str, EventRecord],
+    occurrences: dict[str, OccurrenceRecord],
+) -> Superseded:
+    event = events.get(proposal.event_id)
+    correlation = (event.correlation_id or event.event_id) if event else proposal.event_id
+    return Superseded(proposal, occurrences.get(proposal.event_id), correlation)
 
 
 def counted_active(tx: Tx, loop: Loop, repo: str | None) -> tuple[OccurrenceRecord, ...]:
     """The loop's active occurrences for `repo`, read when they count: the loop has an
     active limit, or its triage may read the number (`active`); else none."""
-    if max_active(loop) is None and not needs_history(loop):
+    if not counts_active(loop):
         return ()
     return tuple(tx.active_occurrences(loop.name, repo, ACTIVE))
-
-
-def _may_supersede(rules: RuleSet, loop: Loop, event: EventRecord) -> bool:
-    """Whether the decision may propose and so supersede the loop's older proposals
-    (engine.core.decide._supersede_older): a watched (or human-only) loop under
-    catch-up none or last."""
-    if loop.catch_up is CatchUp.ALL:
-        return False
-    return loop.approval is Approval.WATCHED or rules.is_human_only(event.type)
 
 
 def history(
@@ -104,6 +183,8 @@ def superseded(tx: Tx, loop: Loop) -> tuple[Superseded, ...]:
     found = []
     for proposal in tx.open_loop_proposals(loop.name):
         event = tx.get_event(proposal.event_id)
-        correlation = (event.correlation_id or event.event_id) if event else proposal.event_id
-        found.append(Superseded(proposal, tx.get_occurrence(proposal.event_id), correlation))
+        events = {event.event_id: event} if event is not None else {}
+        occ = tx.get_occurrence(proposal.event_id)
+        occurrences = {occ.event_id: occ} if occ is not None else {}
+        found.append(_superseding(proposal, events, occurrences))
     return tuple(found)

@@ -7,14 +7,10 @@ from __future__ import annotations
 import logging
 
 from engine.core.decide import decide, queue
-from engine.core.decisions import DecisionKind, NoopReason
-from engine.core.records import (
-    DecisionRecord,
-    EventRecord,
-    RunRecord,
-)
+from engine.core.records import EventRecord, RunRecord
 from engine.errors import Unavailable
 from engine.service.apply import apply, queued
+from engine.service.batch import Batch, plan_all, planning_failed
 from engine.service.context import Runtime
 from engine.service.facts import read_facts
 from engine.store.ports import Tx
@@ -29,8 +25,7 @@ def plan_pending(rt: Runtime, limit: int = BATCH) -> int:
     with rt.store.write() as tx:
         events = tx.unplanned_events(limit)
         at = rt.now()  # one instant for the batch: it commits at once
-        for event in events:
-            plan_safely(rt, tx, event, at)
+        plan_all(rt, Batch(rt, tx, at), events)
     return len(events)
 
 
@@ -45,42 +40,7 @@ def plan_safely(rt: Runtime, tx: Tx, event: EventRecord, at: str) -> None:
         raise
     except Exception as err:
         log.exception("planning event %s failed; recorded as planning_error", event.event_id)
-        _planning_failed(rt, tx, event, at, err)
-
-
-def _planning_failed(rt: Runtime, tx: Tx, event: EventRecord, at: str, err: Exception) -> None:
-    if not event.planned:
-        tx.mark_planned(event.event_id)
-    note = f"planning failed: {err}"
-    tx.insert_decision(
-        DecisionRecord(
-            event.event_id,
-            DecisionKind.NOOP.value,
-            NoopReason.PLANNING_ERROR.value,
-            None,
-            event.loop,
-            None,
-            False,
-            False,
-            None,
-            note,
-            rt.rules.digest,
-            at,
-        )
-    )
-    tx.set_occurrence(event.event_id, event.loop, "failed", at)
-    rt.journal(
-        tx,
-        "occurrence",
-        event.event_id,
-        "decided:noop",
-        "system",
-        from_state="created",
-        to_state="failed",
-        note=note,
-        at=at,
-        data={"reason": NoopReason.PLANNING_ERROR.value},
-    )
+        planning_failed(rt, tx, event, at, err)
 
 
 def plan_one(rt: Runtime, tx: Tx, event: EventRecord, at: str) -> None:

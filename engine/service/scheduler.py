@@ -17,15 +17,14 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from engine.core.envelope import parse_iso
+from engine.core.envelope import Envelope, parse_iso
 from engine.core.records import LoopState, SkipRecord
 from engine.core.ruleset import Loop, TriggerKind
 from engine.core.slots import Pass, Policy, SkipReason, Slots, plan_pass, skip_all, slots_of
 from engine.core.ticks import slot_text, tick
 from engine.service import watches
-from engine.service.admission import admit_record
+from engine.service.batch import Batch, plan_all
 from engine.service.context import Runtime
-from engine.service.planning import plan_safely
 from engine.store.ports import Tx
 
 ACTOR = "schedule"
@@ -128,8 +127,7 @@ class Scheduler:
         slotted = [loop for loop in loops if loop.name in self.sequences]
         if slotted:
             with self.rt.store.write() as tx:
-                for loop in slotted:
-                    fired += self._fire(tx, loop, now)
+                fired += self._fire(tx, slotted, now)
         if polled:
             assert self.observer is not None  # `_polled` holds only with one
             result = watches.poll(self.rt, self.observer, polled, now)
@@ -142,51 +140,62 @@ class Scheduler:
         """A watch loop, and a probe runner to poll it with."""
         return loop.trigger.kind is TriggerKind.WATCH and self.observer is not None
 
-    def _fire(self, tx: Tx, loop: Loop, now: datetime) -> int:
-        state = tx.get_loop_state(loop.name)
-        if state is None or not state.enabled or state.enabled_since is None:
-            return 0
-        seq = self.sequences[loop.name]
-        cursor = parse_iso(state.cursor) if state.cursor else None
-        since = parse_iso(state.enabled_since)
-        if state.paused:
-            result = skip_all(seq, cursor, since, now, SkipReason.PAUSED)
-        else:
-            result = plan_pass(seq, Policy.of(loop), cursor, since, now)
-        at = self.rt.now()
-        for f in result.fires:
-            envelope = tick(loop, f.slot, f.skipped)
-            row = admit_record(self.rt, tx, envelope, ACTOR, at, planned=True)
-            if row is not None:  # planned in the same commit: decided before anything runs
-                plan_safely(self.rt, tx, row, at)
-            if f.skipped:
-                log.info(
-                    "loop %s: fired %s, skipped %d older slot(s) (%s)",
-                    loop.name,
-                    slot_text(f.slot),
-                    f.skipped,
-                    _reasons(result),
-                )
-        self._record_skips(tx, loop.name, result, at)
-        if result.cursor is not None:
-            last = slot_text(result.fires[-1].slot) if result.fires else None
-            tx.advance_cursor(loop.name, slot_text(result.cursor), last, at)
-        moved = (
-            result.cursor
-            if cursor is None or (result.cursor and result.cursor > cursor)
-            else cursor
-        )
-        self._push_after(loop.name, moved, since)
-        return len(result.fires)
+    def _fire(self, tx: Tx, loops: list[Loop], now: datetime) -> int:
+        """Fire the due loops in one commit: every loop's due slots are ticks, admitted
+        and planned through the batched writer (engine.service.batch), its skipped
+        slots recorded and its cursor moved, each kind of row in one statement."""
+        batch = Batch(self.rt, tx, self.rt.now())
+        states = tx.loop_states_of(loop.name for loop in loops)
+        ticks: list[Envelope] = []
+        for loop in loops:
+            state = states.get(loop.name)
+            if state is None or not state.enabled or state.enabled_since is None:
+                continue
+            seq = self.sequences[loop.name]
+            cursor = parse_iso(state.cursor) if state.cursor else None
+            since = parse_iso(state.enabled_since)
+            if state.paused:
+                result = skip_all(seq, cursor, since, now, SkipReason.PAUSED)
+            else:
+                result = plan_pass(seq, Policy.of(loop), cursor, since, now)
+            for f in result.fires:
+                ticks.append(tick(loop, f.slot, f.skipped))
+                if f.skipped:
+                    log.info(
+                        "loop %s: fired %s, skipped %d older slot(s) (%s)",
+                        loop.name,
+                        slot_text(f.slot),
+                        f.skipped,
+                        _reasons(result),
+                    )
+            batch.skips.extend(_skips(loop.name, result, batch.at))
+            if result.cursor is not None:
+                last = slot_text(result.fires[-1].slot) if result.fires else None
+                batch.cursors.append((loop.name, slot_text(result.cursor), last))
+            moved = (
+                result.cursor
+                if cursor is None or (result.cursor and result.cursor > cursor)
+                else cursor
+            )
+            self._push_after(loop.name, moved, since)
+        known = tx.known_events(t.eventId for t in ticks)
+        fresh = [batch.admit(t, ACTOR) for t in ticks if t.eventId not in known]
+        # planned in the same commit: decided before anything runs
+        plan_all(self.rt, batch, fresh)
+        return len(ticks)
 
     def _record_skips(self, tx: Tx, loop: str, result: Pass, at: str) -> None:
-        for s in result.skips:
-            tx.insert_skip(
-                SkipRecord(loop, slot_text(s.first), slot_text(s.last), s.count, s.reason.value, at)
-            )
+        tx.insert_skips(_skips(loop, result, at))
 
     def next_due(self) -> datetime | None:
         return self.heap[0].at if self.heap else None
+
+
+def _skips(loop: str, result: Pass, at: str) -> list[SkipRecord]:
+    return [
+        SkipRecord(loop, slot_text(s.first), slot_text(s.last), s.count, s.reason.value, at)
+        for s in result.skips
+    ]
 
 
 def _reasons(result: Pass) -> str:

@@ -99,6 +99,19 @@ class WatchedCursor:
             self.wrote = True
         return self
 
+    def executemany(self, sql: Any, rows: Any) -> WatchedCursor:
+        """Many rows of one statement (the batched writer's)."""
+        try:
+            self._cur.executemany(sql, rows)
+        except Exception as err:
+            typed = self._classify(err, self._writing)
+            if typed is None:
+                raise
+            self._health.failed(typed, self._writing)
+            raise typed from err
+        self.wrote = True
+        return self
+
     def fetchone(self) -> Any:
         return self._cur.fetchone()
 

@@ -8,16 +8,22 @@ reads back is what SQLite and PostgreSQL give back."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from engine.core.records import (
+    IN_FLIGHT,
+    DecisionRecord,
+    EventRecord,
     FindingRecord,
     JournalEntry,
     LoopState,
     NotificationRecord,
     ObservationRecord,
+    OccurrenceRecord,
     OutboxItem,
+    ProposalRecord,
     SkipRecord,
 )
 from engine.store.memory_lifecycle import LifecycleTx
@@ -29,6 +35,91 @@ __all__ = ["MemoryStoreError", "MemoryTx", "Tables"]
 
 class MemoryTx(LifecycleTx):
     """Implements `engine.store.ports.Tx` in memory (see `memory_tables.Transaction`)."""
+
+    # ---- batches: each row as its one-row operation would write it -------------------
+    def known_events(self, event_ids: Iterable[str]) -> set[str]:
+        return {i for i in event_ids if i in self._tables.events}
+
+    def decided_events(self, event_ids: Iterable[str]) -> set[str]:
+        return {i for i in event_ids if i in self._tables.decisions}
+
+    def events_by_ids(self, event_ids: Iterable[str]) -> dict[str, EventRecord]:
+        return {i: self._tables.events[i] for i in event_ids if i in self._tables.events}
+
+    def occurrences_by_keys(self, keys: Iterable[str]) -> dict[str, OccurrenceRecord]:
+        found = {k: self.get_occurrence_by_key(k) for k in keys}
+        return {k: o for k, o in found.items() if o is not None}
+
+    def occurrences_by_ids(self, event_ids: Iterable[str]) -> dict[str, OccurrenceRecord]:
+        occurrences = self._tables.occurrences
+        return {i: occurrences[i] for i in event_ids if i in occurrences}
+
+    def loop_states_of(self, loops: Iterable[str]) -> dict[str, LoopState]:
+        return {n: self._tables.loop_state[n] for n in loops if n in self._tables.loop_state}
+
+    def loops_in_flight(self, loops: Iterable[str]) -> set[str]:
+        wanted = set(loops)
+        return {
+            r.loop
+            for r in self._tables.runs.values()
+            if r.loop in wanted and r.loop is not None and r.state in IN_FLIGHT
+        }
+
+    def open_proposals_of(self, loops: Iterable[str]) -> list[ProposalRecord]:
+        wanted = set(loops)
+        found = [
+            p for p in self._tables.proposals.values() if p.loop in wanted and p.state == "open"
+        ]
+        return sorted(found, key=lambda p: (p.created_at, p.proposal_id))
+
+    def occurrences_of_loops(
+        self, loops: Iterable[str], states: tuple[str, ...]
+    ) -> list[OccurrenceRecord]:
+        wanted = set(loops)
+        found = [
+            o for o in self._tables.occurrences.values() if o.loop in wanted and o.state in states
+        ]
+        return sorted(found, key=lambda o: (o.created_at or o.updated_at, o.event_id))
+
+    @writes
+    def insert_events(self, events: Sequence[EventRecord]) -> None:
+        for e in events:
+            self.insert_event(e)
+
+    @writes
+    def mark_planned_many(self, event_ids: Sequence[str]) -> None:
+        for i in event_ids:
+            self.mark_planned(i)
+
+    @writes
+    def insert_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
+        for d in decisions:
+            self.insert_decision(d)
+
+    @writes
+    def open_occurrences(self, occurrences: Sequence[OccurrenceRecord]) -> None:
+        for o in occurrences:
+            self.open_occurrence(o)
+
+    @writes
+    def insert_proposals(self, proposals: Sequence[ProposalRecord]) -> None:
+        for p in proposals:
+            self.insert_proposal(p)
+
+    @writes
+    def append_journal_many(self, entries: Sequence[JournalEntry]) -> None:
+        for e in entries:
+            self.append_journal(e)
+
+    @writes
+    def insert_skips(self, skips: Sequence[SkipRecord]) -> None:
+        for s in skips:
+            self.insert_skip(s)
+
+    @writes
+    def advance_cursors(self, moves: Sequence[tuple[str, str, str | None]], at: str) -> None:
+        for loop, cursor, last in moves:
+            self.advance_cursor(loop, cursor, last, at)
 
     # ---- journal and outbox --------------------------------------------------------
     @writes

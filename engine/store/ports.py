@@ -12,11 +12,16 @@ every view (what a read transaction answers); `FactsView` composes the views a
 decision reads. Invariants every implementation keeps (tests/contract/): every
 `insert_*` is idempotent on its key and answers whether it wrote; every state change
 is a compare-and-set on the state the caller saw and answers whether it moved; lists
-come in the order each method states."""
+come in the order each method states.
+
+Operations over many rows (`insert_events`, `occurrences_by_keys`, `loop_states_of`,
+...) serve the batched writer (engine.service.batch): each does what its one-row
+operation does to each row, in one statement. A many-row write answers nothing: its
+caller has read, under the writer's lock, that the keys are free."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -43,6 +48,14 @@ class EventsView(Protocol):
     """Admitted events (immutable once admitted but for the planned flag) and the one
     decision per event, read."""
 
+    def known_events(self, event_ids: Iterable[str]) -> set[str]:
+        """The ids that are admitted already."""
+
+    def decided_events(self, event_ids: Iterable[str]) -> set[str]:
+        """The ids that have their decision already."""
+
+    def events_by_ids(self, event_ids: Iterable[str]) -> dict[str, EventRecord]: ...
+
     def get_event(self, event_id: str) -> EventRecord | None: ...
 
     def list_events(self, limit: int, type: str | None = None) -> list[EventRecord]:
@@ -62,6 +75,12 @@ class EventsView(Protocol):
 class Events(EventsView, Protocol):
     """Admission and decisions: idempotent on the event id."""
 
+    def insert_events(self, events: Sequence[EventRecord]) -> None: ...
+
+    def mark_planned_many(self, event_ids: Sequence[str]) -> None: ...
+
+    def insert_decisions(self, decisions: Sequence[DecisionRecord]) -> None: ...
+
     def insert_event(self, event: EventRecord) -> bool:
         """Admit; False (and nothing written) when the event id exists."""
 
@@ -77,6 +96,17 @@ class Events(EventsView, Protocol):
 class OccurrencesView(Protocol):
     """Occurrences (one per event that opened one, at most one per occurrence key),
     read: by event, by key, the active ones, the due retries, the budget spent."""
+
+    def occurrences_by_keys(self, keys: Iterable[str]) -> dict[str, OccurrenceRecord]:
+        """The occurrences that hold these occurrence keys, by key."""
+
+    def occurrences_by_ids(self, event_ids: Iterable[str]) -> dict[str, OccurrenceRecord]: ...
+
+    def occurrences_of_loops(
+        self, loops: Iterable[str], states: tuple[str, ...]
+    ) -> list[OccurrenceRecord]:
+        """The loops' occurrences in any of `states`, oldest first (as
+        active_occurrences, for every repo)."""
 
     def get_occurrence_state(self, event_id: str) -> str | None: ...
 
@@ -114,6 +144,8 @@ class Occurrences(OccurrencesView, Protocol):
     """Opening is idempotent on the occurrence key; an update is a compare-and-set on
     the state the caller saw."""
 
+    def open_occurrences(self, occurrences: Sequence[OccurrenceRecord]) -> None: ...
+
     def set_occurrence(self, event_id: str, loop: str | None, state: str, at: str) -> None: ...
 
     def open_occurrence(self, occ: OccurrenceRecord) -> tuple[OccurrenceRecord, bool]:
@@ -143,6 +175,9 @@ class Occurrences(OccurrencesView, Protocol):
 class ProposalsView(Protocol):
     """Proposals waiting for (or past) a human's decision, read."""
 
+    def open_proposals_of(self, loops: Iterable[str]) -> list[ProposalRecord]:
+        """The loops' open proposals, oldest first (as open_loop_proposals)."""
+
     def get_proposal(self, proposal_id: str) -> ProposalRecord | None: ...
 
     def list_proposals(self, limit: int, state: str | None = None) -> list[ProposalRecord]: ...
@@ -159,6 +194,8 @@ class ProposalsView(Protocol):
 class Proposals(ProposalsView, Protocol):
     """One proposal per event; a decision is a compare-and-set on the state seen."""
 
+    def insert_proposals(self, proposals: Sequence[ProposalRecord]) -> None: ...
+
     def insert_proposal(self, proposal: ProposalRecord) -> bool:
         """One proposal per event."""
 
@@ -172,6 +209,9 @@ class Proposals(ProposalsView, Protocol):
 
 class RunsView(Protocol):
     """Runs and their leases, read."""
+
+    def loops_in_flight(self, loops: Iterable[str]) -> set[str]:
+        """Those of the loops with a run queued, claimed or running."""
 
     def get_run(self, run_id: str) -> RunRecord | None: ...
 
@@ -238,6 +278,9 @@ class JournalView(Protocol):
 class Journal(JournalView, Protocol):
     """Append-only: an entry is never updated or deleted; `seq` only grows."""
 
+    def append_journal_many(self, entries: Sequence[JournalEntry]) -> None:
+        """Append in order (each gets the next seq)."""
+
     def append_journal(self, entry: JournalEntry) -> int:
         """Append; the journal is never updated or deleted."""
 
@@ -265,6 +308,8 @@ class LoopsView(Protocol):
     """Each loop's durable state (enabled, cursor, pause, counters) and its skipped
     ranges, read."""
 
+    def loop_states_of(self, loops: Iterable[str]) -> dict[str, LoopState]: ...
+
     def get_loop_state(self, loop: str) -> LoopState | None: ...
 
     def list_loop_states(self) -> list[LoopState]: ...
@@ -280,6 +325,11 @@ class LoopsView(Protocol):
 
 class Loops(LoopsView, Protocol):
     """The cursor only moves forward; a skipped range is recorded once."""
+
+    def insert_skips(self, skips: Sequence[SkipRecord]) -> None: ...
+
+    def advance_cursors(self, moves: Sequence[tuple[str, str, str | None]], at: str) -> None:
+        """(loop, cursor, last slot) each, as advance_cursor."""
 
     def set_loop_enabled(self, loop: str, enabled: bool, since: str, at: str) -> None:
         """Record the rules' enabled flag; `since` is kept only when the loop turns on."""

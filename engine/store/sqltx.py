@@ -174,6 +174,109 @@ def _adapted(dialect: str, adapt: Callable[[str], str]) -> dict[str, str]:
     return {name: adapt(sql) for name, sql in queries(dialect).items()}
 
 
+# ---- the parameters of one row, shared by an insert and its batch ---------------------
+
+
+def _event_row(event: EventRecord) -> dict[str, Any]:
+    return {
+        "event_id": event.event_id,
+        "type": event.type,
+        "source": event.source,
+        "subject": event.subject,
+        "occurred_at": event.occurred_at,
+        "correlation_id": event.correlation_id,
+        "payload": _dumps(event.payload),
+        "loop": event.loop,
+        "admitted_at": event.admitted_at,
+        "admitted_by": event.admitted_by,
+        "planned": int(event.planned),
+    }
+
+
+def _decision_row(decision: DecisionRecord) -> dict[str, Any]:
+    return {
+        "event_id": decision.event_id,
+        "kind": decision.kind,
+        "reason": decision.reason,
+        "definition": decision.definition,
+        "loop": decision.loop,
+        "approved_by": decision.approved_by,
+        "human_only": int(decision.human_only),
+        "mutating": int(decision.mutating),
+        "rule": decision.rule,
+        "note": decision.note,
+        "rules_digest": decision.rules_digest,
+        "decided_at": decision.decided_at,
+    }
+
+
+def _proposal_row(proposal: ProposalRecord) -> dict[str, Any]:
+    return {
+        "proposal_id": proposal.proposal_id,
+        "event_id": proposal.event_id,
+        "loop": proposal.loop,
+        "definition": proposal.definition,
+        "state": proposal.state,
+        "human_only": int(proposal.human_only),
+        "mutating": int(proposal.mutating),
+        "created_at": proposal.created_at,
+        "note": proposal.note,
+    }
+
+
+def _occurrence_row(occ: OccurrenceRecord) -> dict[str, Any]:
+    return {
+        "event_id": occ.event_id,
+        "loop": occ.loop,
+        "state": occ.state,
+        "updated_at": occ.updated_at,
+        "occurrence_key": occ.occurrence_key,
+        "repo": occ.repo,
+        "window": occ.window,
+        "decision": occ.decision,
+        "evidence": _dumps(occ.evidence),
+        "attempt": occ.attempt,
+        "retry_at": occ.retry_at,
+        "signals": occ.signals,
+        "reserved": _dumps(occ.reserved),
+        "used": _dumps(occ.used),
+        "created_at": occ.created_at or occ.updated_at,
+        "finished_at": occ.finished_at,
+        "failure_class": occ.failure_class,
+    }
+
+
+def _journal_row(entry: JournalEntry) -> dict[str, Any]:
+    return {
+        "at": entry.at,
+        "entity": entry.entity,
+        "entity_id": entry.entity_id,
+        "action": entry.action,
+        "from_state": entry.from_state,
+        "to_state": entry.to_state,
+        "actor": entry.actor,
+        "rules_digest": entry.rules_digest,
+        "note": entry.note,
+        "data": _dumps(entry.data),
+    }
+
+
+def _skip_row(skip: SkipRecord) -> dict[str, Any]:
+    return {
+        "loop": skip.loop,
+        "first_slot": skip.first_slot,
+        "last_slot": skip.last_slot,
+        "count": skip.count,
+        "reason": skip.reason,
+        "recorded_at": skip.recorded_at,
+    }
+
+
+def _keys(values: Iterable[str]) -> str:
+    """Many keys as the one JSON-array parameter of a batch read."""
+    return json.dumps(list(values))
+
+
 class SqlTx:
     """Implements `engine.store.ports.Tx` with the shared named queries. `dialect`
     selects a backend's own versions of some queries; `adapt` rewrites the `:name`
@@ -222,23 +325,7 @@ class SqlTx:
 
     # ---- events ----------------------------------------------------------------
     def insert_event(self, event: EventRecord) -> bool:
-        return (
-            self._exec(
-                "insert_event",
-                event_id=event.event_id,
-                type=event.type,
-                source=event.source,
-                subject=event.subject,
-                occurred_at=event.occurred_at,
-                correlation_id=event.correlation_id,
-                payload=_dumps(event.payload),
-                loop=event.loop,
-                admitted_at=event.admitted_at,
-                admitted_by=event.admitted_by,
-                planned=int(event.planned),
-            )
-            == 1
-        )
+        return self._exec("insert_event", **_event_row(event)) == 1
 
     def get_event(self, event_id: str) -> EventRecord | None:
         row = self._one("get_event", event_id=event_id)
@@ -255,24 +342,7 @@ class SqlTx:
 
     # ---- decisions and occurrences -------------------------------------------------
     def insert_decision(self, decision: DecisionRecord) -> bool:
-        return (
-            self._exec(
-                "insert_decision",
-                event_id=decision.event_id,
-                kind=decision.kind,
-                reason=decision.reason,
-                definition=decision.definition,
-                loop=decision.loop,
-                approved_by=decision.approved_by,
-                human_only=int(decision.human_only),
-                mutating=int(decision.mutating),
-                rule=decision.rule,
-                note=decision.note,
-                rules_digest=decision.rules_digest,
-                decided_at=decision.decided_at,
-            )
-            == 1
-        )
+        return self._exec("insert_decision", **_decision_row(decision)) == 1
 
     def get_decision(self, event_id: str) -> DecisionRecord | None:
         row = self._one("get_decision", event_id=event_id)
@@ -290,21 +360,7 @@ class SqlTx:
 
     # ---- proposals -------------------------------------------------------------
     def insert_proposal(self, proposal: ProposalRecord) -> bool:
-        return (
-            self._exec(
-                "insert_proposal",
-                proposal_id=proposal.proposal_id,
-                event_id=proposal.event_id,
-                loop=proposal.loop,
-                definition=proposal.definition,
-                state=proposal.state,
-                human_only=int(proposal.human_only),
-                mutating=int(proposal.mutating),
-                created_at=proposal.created_at,
-                note=proposal.note,
-            )
-            == 1
-        )
+        return self._exec("insert_proposal", **_proposal_row(proposal)) == 1
 
     def get_proposal(self, proposal_id: str) -> ProposalRecord | None:
         row = self._one("get_proposal", proposal_id=proposal_id)
@@ -424,19 +480,7 @@ class SqlTx:
 
     # ---- journal and outbox ------------------------------------------------------
     def append_journal(self, entry: JournalEntry) -> int:
-        row = self._one(
-            "append_journal",
-            at=entry.at,
-            entity=entry.entity,
-            entity_id=entry.entity_id,
-            action=entry.action,
-            from_state=entry.from_state,
-            to_state=entry.to_state,
-            actor=entry.actor,
-            rules_digest=entry.rules_digest,
-            note=entry.note,
-            data=_dumps(entry.data),
-        )
+        row = self._one("append_journal", **_journal_row(entry))
         assert row is not None
         return int(row["seq"])
 
@@ -496,18 +540,7 @@ class SqlTx:
         return moved == 1
 
     def insert_skip(self, skip: SkipRecord) -> bool:
-        return (
-            self._exec(
-                "insert_skip",
-                loop=skip.loop,
-                first_slot=skip.first_slot,
-                last_slot=skip.last_slot,
-                count=skip.count,
-                reason=skip.reason,
-                recorded_at=skip.recorded_at,
-            )
-            == 1
-        )
+        return self._exec("insert_skip", **_skip_row(skip)) == 1
 
     def list_skips(self, loop: str, since: str) -> list[SkipRecord]:
         return [SkipRecord(**dict(r)) for r in self._all("list_skips", loop=loop, since=since)]
@@ -554,26 +587,7 @@ class SqlTx:
             existing = self.get_occurrence_by_key(occ.occurrence_key)
             if existing is not None:
                 return existing, False
-        opened = self._exec(
-            "open_occurrence",
-            event_id=occ.event_id,
-            loop=occ.loop,
-            state=occ.state,
-            updated_at=occ.updated_at,
-            occurrence_key=occ.occurrence_key,
-            repo=occ.repo,
-            window=occ.window,
-            decision=occ.decision,
-            evidence=_dumps(occ.evidence),
-            attempt=occ.attempt,
-            retry_at=occ.retry_at,
-            signals=occ.signals,
-            reserved=_dumps(occ.reserved),
-            used=_dumps(occ.used),
-            created_at=occ.created_at or occ.updated_at,
-            finished_at=occ.finished_at,
-            failure_class=occ.failure_class,
-        )
+        opened = self._exec("open_occurrence", **_occurrence_row(occ))
         if opened == 1:  # the row holds exactly these columns (inserted, or upserted)
             return replace(occ, created_at=occ.created_at or occ.updated_at), True
         stored = self.get_occurrence(occ.event_id)  # a keyed row left alone
@@ -791,3 +805,76 @@ class SqlTx:
             (r["created_at"], r["started_at"], r["finished_at"])
             for r in self._all("run_timings", limit=limit)
         ]
+
+    # ---- batches: many rows of a kind in one statement (engine.service.batch) ---------
+    def _many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows:
+            self._cur.executemany(self._sql[name], rows)
+
+    def _keyed(self, name: str, keys: Iterable[str], **params: Any) -> list[Row]:
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return []
+        return self._all(name, keys=_keys(wanted), **params)
+
+    def known_events(self, event_ids: Iterable[str]) -> set[str]:
+        return {str(r["event_id"]) for r in self._keyed("known_events", event_ids)}
+
+    def decided_events(self, event_ids: Iterable[str]) -> set[str]:
+        return {str(r["event_id"]) for r in self._keyed("decided_events", event_ids)}
+
+    def events_by_ids(self, event_ids: Iterable[str]) -> dict[str, EventRecord]:
+        found = (_event(r) for r in self._keyed("events_by_ids", event_ids))
+        return {e.event_id: e for e in found}
+
+    def occurrences_by_keys(self, keys: Iterable[str]) -> dict[str, OccurrenceRecord]:
+        found = (_occurrence(r) for r in self._keyed("occurrences_by_keys", keys))
+        return {o.occurrence_key: o for o in found if o.occurrence_key is not None}
+
+    def occurrences_by_ids(self, event_ids: Iterable[str]) -> dict[str, OccurrenceRecord]:
+        found = (_occurrence(r) for r in self._keyed("occurrences_by_ids", event_ids))
+        return {o.event_id: o for o in found}
+
+    def loop_states_of(self, loops: Iterable[str]) -> dict[str, LoopState]:
+        found = (_loop_state(r) for r in self._keyed("loop_states_of", loops))
+        return {s.loop: s for s in found}
+
+    def loops_in_flight(self, loops: Iterable[str]) -> set[str]:
+        return {str(r["loop"]) for r in self._keyed("loops_in_flight", loops)}
+
+    def open_proposals_of(self, loops: Iterable[str]) -> list[ProposalRecord]:
+        return [_proposal(r) for r in self._keyed("open_proposals_of", loops)]
+
+    def occurrences_of_loops(
+        self, loops: Iterable[str], states: tuple[str, ...]
+    ) -> list[OccurrenceRecord]:
+        rows = self._keyed("occurrences_of_loops", loops, states=_keys(states))
+        return sorted((_occurrence(r) for r in rows), key=_occurrence_order)
+
+    def insert_events(self, events: Sequence[EventRecord]) -> None:
+        self._many("insert_event", [_event_row(e) for e in events])
+
+    def mark_planned_many(self, event_ids: Sequence[str]) -> None:
+        self._many("mark_planned", [{"event_id": i} for i in event_ids])
+
+    def insert_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
+        self._many("insert_decision", [_decision_row(d) for d in decisions])
+
+    def open_occurrences(self, occurrences: Sequence[OccurrenceRecord]) -> None:
+        self._many("open_occurrence", [_occurrence_row(o) for o in occurrences])
+
+    def insert_proposals(self, proposals: Sequence[ProposalRecord]) -> None:
+        self._many("insert_proposal", [_proposal_row(p) for p in proposals])
+
+    def append_journal_many(self, entries: Sequence[JournalEntry]) -> None:
+        self._many("append_journal_row", [_journal_row(e) for e in entries])
+
+    def insert_skips(self, skips: Sequence[SkipRecord]) -> None:
+        self._many("insert_skip", [_skip_row(s) for s in skips])
+
+    def advance_cursors(self, moves: Sequence[tuple[str, str, str | None]], at: str) -> None:
+        rows = [
+            {"loop": loop, "cursor": cursor, "last_slot": last, "updated_at": at}
+            for loop, cursor, last in moves
+        ]
+        self._many("advance_cursor", rows)

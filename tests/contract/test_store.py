@@ -1933,3 +1933,79 @@ def test_statements_the_database_refuses_write_nothing(open_store: Factory) -> N
         assert [p.event_id for p in tx.list_proposals(10)] == ["e-1"]
         assert tx.list_runs(10) == [] and tx.list_journal(10) == []
         assert tx.get_event("e-3") is None
+
+
+# ---- batches: many rows in one statement ----------------------------------------------
+
+
+def test_a_batch_writes_each_row_as_its_one_row_operation(open_store: Factory) -> None:
+    """The batched writer's many-row writes leave what the one-row operations leave:
+    events, decisions, occurrences, proposals, skipped slots, cursors and the journal
+    (in order, each entry its own seq), read back through the one-row views."""
+    store = open_store()
+    events = [event(f"e-{i}", "nightly", planned=True) for i in range(3)]
+    occs = [occurrence(f"e-{i}", "nightly", "awaiting_approval") for i in range(3)]
+    entries = [
+        JournalEntry(at(1), "event", f"e-{i}", "admitted", "schedule", None, "admitted")
+        for i in range(3)
+    ]
+    with store.write() as tx:
+        tx.set_loop_enabled("nightly", True, at(0), at(0))
+        tx.insert_events(events)
+        tx.mark_planned_many(["e-0"])
+        tx.insert_decisions([decision(f"e-{i}") for i in range(3)])
+        tx.open_occurrences(occs)
+        tx.insert_proposals([proposal(f"p-{i}", f"e-{i}", "nightly") for i in range(3)])
+        tx.insert_skips([SkipRecord("nightly", at(0), at(1), 2, "too_late", at(2))])
+        tx.advance_cursors([("nightly", at(3), at(3))], at(3))
+        tx.append_journal_many(entries)
+        tx.insert_events([])  # nothing to write is no statement
+    with store.read() as tx:
+        assert [tx.get_event(e.event_id) for e in events] == events
+        assert [tx.get_decision(f"e-{i}") for i in range(3)] == [
+            decision(f"e-{i}") for i in range(3)
+        ]
+        assert [tx.get_occurrence(o.event_id) for o in occs] == occs
+        assert [p.proposal_id for p in tx.open_loop_proposals("nightly")] == ["p-0", "p-1", "p-2"]
+        assert [(s.count, s.reason) for s in tx.list_skips("nightly", at(0))] == [(2, "too_late")]
+        state = tx.get_loop_state("nightly")
+        assert state is not None and (state.cursor, state.last_slot) == (at(3), at(3))
+        journal = tx.list_journal(10)
+        assert [e.entity_id for e in journal] == ["e-0", "e-1", "e-2"]
+        assert [e.seq for e in journal] == sorted({e.seq for e in journal})
+
+
+def test_batch_reads_answer_what_the_one_row_reads_answer(open_store: Factory) -> None:
+    """Each many-key read gives, for every key, what its one-row read gives, and leaves
+    out keys with nothing stored: known and decided events, occurrences by key and by
+    id, loop states, loops with a run in flight, open proposals, active occurrences."""
+    store = open_store()
+    with store.write() as tx:
+        opened(
+            tx,
+            occurrence("e-1", "nightly", "triaging"),
+            occurrence("e-2", "nightly", "completed"),
+            occurrence("e-3", "hourly", "triaging", repo=None),
+        )
+        tx.insert_decision(decision("e-1"))
+        tx.insert_proposal(proposal("p-1", "e-1", "nightly"))
+        tx.insert_proposal(proposal("p-2", "e-2", "nightly", state="approved"))
+        tx.insert_run(run("event:e-3", "run-3", "hourly", event_id="e-3"))
+        tx.set_loop_enabled("nightly", True, at(0), at(0))
+    wanted = ["e-1", "e-2", "e-3", "e-9"]
+    with store.read() as tx:
+        assert tx.known_events(wanted) == {"e-1", "e-2", "e-3"}
+        assert tx.decided_events(wanted) == {"e-1"}
+        assert tx.events_by_ids(wanted) == {i: tx.get_event(i) for i in wanted[:3]}
+        keys = ["nightly|bj29|event:e-1", "hourly|-|event:e-3", "nope"]
+        assert tx.occurrences_by_keys(keys) == {k: tx.get_occurrence_by_key(k) for k in keys[:2]}
+        assert tx.occurrences_by_ids(wanted) == {i: tx.get_occurrence(i) for i in wanted[:3]}
+        assert tx.loop_states_of(["nightly", "hourly"]) == {"nightly": tx.get_loop_state("nightly")}
+        assert tx.loops_in_flight(["nightly", "hourly"]) == {"hourly"}
+        assert tx.open_proposals_of(["nightly", "hourly"]) == tx.open_loop_proposals("nightly")
+        active = tx.occurrences_of_loops(["nightly", "hourly"], ("triaging",))
+        assert active == [
+            *tx.active_occurrences("nightly", "bj29", ("triaging",)),
+            *tx.active_occurrences("hourly", None, ("triaging",)),
+        ]
+        assert tx.known_events([]) == set() and tx.occurrences_of_loops([], ("triaging",)) == []

@@ -406,3 +406,46 @@ FROM proposals GROUP BY state;
 -- name: run_timings
 SELECT created_at, started_at, finished_at FROM runs
 ORDER BY created_at DESC, run_id DESC LIMIT :limit;
+
+-- ---- the batched writer (engine.service.batch) ------------------------------------------
+-- Reads of many keys at once: `:keys` is a JSON array of strings (one parameter, so one
+-- statement whatever the batch's size); PostgreSQL has its own versions.
+
+-- name: known_events
+SELECT event_id FROM events WHERE event_id IN (SELECT value FROM json_each(:keys));
+
+-- name: decided_events
+SELECT event_id FROM decisions WHERE event_id IN (SELECT value FROM json_each(:keys));
+
+-- name: occurrences_by_keys
+SELECT * FROM occurrences WHERE occurrence_key IN (SELECT value FROM json_each(:keys));
+
+-- name: occurrences_by_ids
+SELECT * FROM occurrences WHERE event_id IN (SELECT value FROM json_each(:keys));
+
+-- name: events_by_ids
+SELECT * FROM events WHERE event_id IN (SELECT value FROM json_each(:keys));
+
+-- name: loop_states_of
+SELECT * FROM loop_state WHERE loop IN (SELECT value FROM json_each(:keys));
+
+-- name: loops_in_flight
+SELECT DISTINCT loop FROM runs
+WHERE loop IN (SELECT value FROM json_each(:keys)) AND state IN ('queued', 'claimed', 'running');
+
+-- name: open_proposals_of
+SELECT * FROM proposals WHERE loop IN (SELECT value FROM json_each(:keys)) AND state = 'open'
+ORDER BY created_at, proposal_id;
+
+-- name: occurrences_of_loops
+-- Every occurrence of some loops in some states (`:states`, a JSON array too); the
+-- caller keeps each (loop, repo)'s own, as active_occurrences would give them.
+SELECT * FROM occurrences
+WHERE loop IN (SELECT value FROM json_each(:keys)) AND state IN (SELECT value FROM json_each(:states));
+
+-- name: append_journal_row
+-- append_journal without the seq it was given, for executemany.
+INSERT INTO journal (at, entity, entity_id, action, from_state, to_state, actor,
+                     rules_digest, note, data)
+VALUES (:at, :entity, :entity_id, :action, :from_state, :to_state, :actor,
+        :rules_digest, :note, :data);

@@ -14,3 +14,38 @@ WHERE run_id = (
     FOR UPDATE OF runs SKIP LOCKED
 )
 RETURNING *;
+
+-- ---- the batched writer: many keys as one JSON array parameter --------------------------
+
+-- name: known_events
+SELECT event_id FROM events WHERE event_id IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)));
+
+-- name: decided_events
+SELECT event_id FROM decisions WHERE event_id IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)));
+
+-- name: occurrences_by_keys
+SELECT * FROM occurrences WHERE occurrence_key IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)));
+
+-- name: occurrences_by_ids
+SELECT * FROM occurrences WHERE event_id IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)));
+
+-- name: events_by_ids
+SELECT * FROM events WHERE event_id IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)));
+
+-- name: loop_states_of
+SELECT * FROM loop_state WHERE loop IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)));
+
+-- name: loops_in_flight
+SELECT DISTINCT loop FROM runs
+WHERE loop IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))
+  AND state IN ('queued', 'claimed', 'running');
+
+-- name: open_proposals_of
+SELECT * FROM proposals
+WHERE loop IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb))) AND state = 'open'
+ORDER BY created_at, proposal_id;
+
+-- name: occurrences_of_loops
+SELECT * FROM occurrences
+WHERE loop IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))
+  AND state IN (SELECT jsonb_array_elements_text(CAST(:states AS jsonb)));
