@@ -195,33 +195,32 @@ class Batch:
     def _free(self, occ: OccurrenceRecord) -> bool:
         return occ.occurrence_key is None or occ.occurrence_key not in self.opened
 
-    def flush(self) -> None:
+    def flush(self, *, last: bool = False) -> None:
         """Write what is buffered, one statement per row kind, rows before the journal
-        that tells of them."""
+        that tells of them. The scheduler's skipped slots and cursors wait for the
+        `last` flush: the loop state a decision reads is the one before its pass."""
         tx = self.tx
         tx.insert_events(self.events)
         tx.mark_planned_many(self.planned)
         tx.insert_decisions(self.decisions)
         tx.open_occurrences(self.occurrences)
         tx.insert_proposals(self.proposals)
-        tx.insert_skips(self.skips)
-        tx.advance_cursors(self.cursors, self.at)
         tx.append_journal_many(self.journal)
+        self.events.clear()
         self.discard()
+        if last:
+            tx.insert_skips(self.skips)
+            tx.advance_cursors(self.cursors, self.at)
+            self.skips.clear()
+            self.cursors.clear()
 
     def discard(self) -> None:
-        """Forget what is buffered (its round was rolled back)."""
-        for rows in (
-            self.events,
-            self.planned,
-            self.decisions,
-            self.occurrences,
-            self.proposals,
-            self.skips,
-            self.cursors,
-            self.journal,
-        ):
-            rows.clear()
+        """Forget the plans' buffered rows (their round was rolled back)."""
+        self.planned.clear()
+        self.decisions.clear()
+        self.occurrences.clear()
+        self.proposals.clear()
+        self.journal.clear()
 
 
 # ---- rounds ----------------------------------------------------------------------------
@@ -283,7 +282,7 @@ def plan_all(rt: Runtime, batch: Batch, events: Sequence[EventRecord]) -> None:
             batch.opened = opened
             stored = tx.occurrences_by_keys(i.key for i in idents.values())
         queues = {g: q for g, q in queues.items() if q.events}
-    batch.flush()
+    batch.flush(last=True)
 
 
 def _round(
