@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import inspect
 import json
 import sys
 import tempfile
@@ -134,17 +135,18 @@ def recording(plans: list[dict[str, Any]]) -> Iterator[None]:
     module holds it) appends its event, facts and plan to `plans`, after checking that
     the same arguments decide the same plan again (the decision is pure)."""
     original = decide_module.decide
+    signature = inspect.signature(original)
 
-    def recorded(event: EventRecord, rules: Any, facts: Any, machines: Any, at: str) -> Any:
-        plan = original(event, rules, facts, machines, at)
-        again = original(event, rules, facts, machines, at)
-        if again != plan:
-            raise AssertionError(f"deciding {event.event_id} twice gave two plans")
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        plan = original(*args, **kwargs)
+        if original(*args, **kwargs) != plan:
+            raise AssertionError(f"deciding the same event twice gave two plans: {args[0]}")
+        given = signature.bind(*args, **kwargs).arguments
         plans.append(
             {
-                "event": to_json(event),
-                "at": at,
-                "facts": to_json(facts),
+                "event": to_json(given["event"]),
+                "at": given["at"],
+                "facts": to_json(given["facts"]),
                 "plan": to_json(plan, tagged=True),
             }
         )
