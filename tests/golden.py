@@ -421,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="record the goldens anew")
     parser.add_argument("names", nargs="*", help="streams (default: all)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(streams()))
+    if unknown:
+        parser.error(f"no recorded stream {', '.join(unknown)} in {GOLDEN.relative_to(ROOT)}")
     differ = 0
     for name in args.names or streams():
         text = dumps(replay_on_sqlite(name))
