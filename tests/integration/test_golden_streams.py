@@ -94,6 +94,7 @@ def test_the_streams_cover_every_kind_of_decision() -> None:
                 "paused",
                 "no_route",
                 "nothing_to_do",
+                "quiet_backoff",
                 "candidate_recorded",
                 "external_blocker",
                 "human_attention_required",
