@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from engine.core.records import RunRecord
+from engine.core.settle import Finished
 from engine.service import executions, occurrences
 from engine.service.context import Runtime
 from engine.service.executions import Pending
@@ -80,7 +81,7 @@ def _expire(rt: Runtime, tx: Tx, run: RunRecord, apply: bool) -> str:
         if state != "queued":
             lost = tx.get_run(run.run_id)
             assert lost is not None
-            occurrences.settle(rt, tx, lost, state, None, True, rt.now())
+            occurrences.settle(rt, tx, Finished(lost, state, None, True), rt.now())
     return target
 
 

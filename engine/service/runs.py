@@ -8,13 +8,12 @@ from __future__ import annotations
 from datetime import timedelta
 from enum import StrEnum
 
-from engine.core import authority, chains
-from engine.core.decide import envelope_of
+from engine.core import authority
 from engine.core.decisions import is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import LEASED, RunRecord
 from engine.core.registry import Definition
-from engine.core.ruleset import DefinitionRef
+from engine.core.settle import Chain, Finished
 from engine.errors import Conflict, Forbidden, NotFound, Unprocessable
 from engine.service import occurrences
 from engine.service.admission import admit_in, check
@@ -38,8 +37,7 @@ class Start(StrEnum):
 
 
 def definition_of(rt: Runtime, ref_text: str) -> Definition | None:
-    ref = authority.parse_ref(ref_text)
-    return None if ref is None else rt.rules.definitions.get(ref)
+    return authority.definition_of(rt.rules, ref_text)
 
 
 def lease_until(rt: Runtime, seconds: float) -> str:
@@ -129,7 +127,7 @@ def _refuse(rt: Runtime, run: RunRecord, worker: str) -> Start:
             at=at,
             data={"reason": verdict.refusal.value, "approvedBy": current.approved_by},
         )
-        occurrences.settle(rt, tx, current, state, None, False, at, unauthorized=error)
+        occurrences.settle(rt, tx, Finished(current, state, None, False, unauthorized=error), at)
         return Start.REFUSED
 
 
@@ -239,20 +237,17 @@ def record(
         at=at,
         data={"outcome": outcome, **(data or {})},
     )
-    settled = occurrences.settle(
-        rt,
-        tx,
+    # A run whose occurrence waits for a retry has not ended the occurrence: its
+    # outcome resolves through the chains only when the occurrence concludes.
+    finished = Finished(
         current,
         state,
         outcome,
         adapter_failure(definition, rt, ex),
-        at,
         refused=ex.workspace_refused,
+        chain=Chain(ex.result or {}, rt.clock()),
     )
-    # A run whose occurrence waits for a retry has not ended the occurrence: its
-    # outcome resolves through the chains only when the occurrence concludes.
-    if settled.concluded and outcome is not None and definition is not None:
-        _chain(rt, tx, current, definition, outcome, ex.result or {}, at)
+    occurrences.settle(rt, tx, finished, at)
     return tx.get_run(current.run_id)
 
 
@@ -264,50 +259,6 @@ def adapter_failure(definition: Definition | None, rt: Runtime, ex: Execution) -
     if rt.validators.contract_errors(definition.output_contract, ex.result):
         return True
     return str(ex.result.get("outcome")) not in definition.outcomes
-
-
-def _chain(
-    rt: Runtime,
-    tx: Tx,
-    run: RunRecord,
-    definition: Definition,
-    outcome: str,
-    result: dict[str, object],
-    at: str,
-) -> None:
-    event = tx.get_event(run.event_id)
-    if event is None:
-        return
-    ref = DefinitionRef(definition.id, definition.version)
-    resolved = chains.resolve(
-        rt.rules, ref, outcome, envelope_of(event), dict(result), run.run_id, rt.clock()
-    )
-    if not resolved.matched:
-        return
-    if resolved.stop:
-        rt.journal(
-            tx,
-            "run",
-            run.run_id,
-            "chain_stopped",
-            "chain",
-            note=f"{outcome} stops ({resolved.rule})",
-            at=at,
-        )
-    for envelope in resolved.envelopes:
-        tx.enqueue_outbox(envelope.model_dump(mode="json"), run.run_id, "chain", at)
-        rt.journal(
-            tx,
-            "run",
-            run.run_id,
-            "chained",
-            "chain",
-            at=at,
-            note=f"{outcome} -> {envelope.type}",
-            data={"eventId": envelope.eventId, "rule": resolved.rule},
-        )
-    for problem in resolved.errors:
-        rt.journal(tx, "run", run.run_id, "chain_error", "chain", note=problem, at=at)
 
 
 def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
@@ -336,7 +287,7 @@ def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
             note=why,
             at=at,
         )
-        occurrences.settle(rt, tx, run, state, None, False, at, cancelled_by=actor)
+        occurrences.settle(rt, tx, Finished(run, state, None, False, cancelled_by=actor), at)
         done = tx.get_run(run_id)
         assert done is not None
         return done
