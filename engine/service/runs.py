@@ -14,6 +14,7 @@ from engine.core.envelope import Envelope, iso
 from engine.core.records import LEASED, RunRecord
 from engine.core.registry import Definition
 from engine.core.settle import Chain, Finished
+from engine.core.states import RunState, RunTrigger
 from engine.errors import Conflict, Forbidden, NotFound, Unprocessable
 from engine.service import occurrences
 from engine.service.admission import admit_in, check
@@ -105,12 +106,12 @@ def _refuse(rt: Runtime, run: RunRecord, worker: str) -> Start:
     the occurrence waits for a person (`human_attention_required`), never a retry."""
     with rt.store.write() as tx:
         current = tx.get_run(run.run_id)
-        if current is None or not _holds(current, worker, "claimed"):
+        if current is None or not _holds(current, worker, RunState.CLAIMED):
             return Start.LOST
         verdict = authority.check(authority_facts(tx, current), rt.rules)
         if verdict.refusal is None:
             return _start(rt, tx, current, worker)
-        state = rt.lifecycle.run(current.state, "fail")
+        state = rt.lifecycle.run(current.state, RunTrigger.FAIL)
         at = rt.now()
         error = f"refused by the worker ({verdict.refusal}): {verdict.note}; nothing was run"
         if not tx.finish_run(current.run_id, worker, state, at, None, None, error, None):
@@ -271,7 +272,7 @@ def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
         run = tx.get_run(run_id)
         if run is None:
             raise NotFound(f"no run '{run_id}'")
-        state = rt.lifecycle.run(run.state, "cancel")
+        state = rt.lifecycle.run(run.state, RunTrigger.CANCEL)
         at = rt.now()
         why = note or f"cancelled by {actor}"
         if not tx.cancel_run(run_id, run.state, at, why):
