@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from engine.core.decisions import Actor, is_human
 from engine.core.records import EventRecord, ProposalRecord, RunRecord
+from engine.core.registry import Definition
 from engine.core.ruleset import Approval, DefinitionRef, RuleSet
 
 
@@ -60,6 +61,12 @@ def parse_ref(text: str) -> DefinitionRef | None:
     if not ident or not at or not version.isdigit():
         return None
     return DefinitionRef(ident, int(version))
+
+
+def definition_of(rules: RuleSet, text: str) -> Definition | None:
+    """The definition `id@version` names in `rules`; None when it names none."""
+    ref = parse_ref(text)
+    return None if ref is None else rules.definitions.get(ref)
 
 
 def check(facts: RunFacts, rules: RuleSet) -> Verdict:

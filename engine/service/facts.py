@@ -1,6 +1,9 @@
-"""Reading the facts a decision reads (engine.core.decide.Facts), in the planning
-transaction, all before the decision is made: what is read depends only on the event
-and the rules, never on a write of the same decision."""
+"""Reading the facts a decision reads, in the deciding transaction, all before the
+decision is made: what is read depends only on the decision's input and the rules,
+never on a write of the same decision. `read_facts` for planning an event
+(engine.core.decide.Facts), `settle_facts` for a run's result
+(engine.core.settle.SettleFacts), `resume_facts` for a waiting retry
+(engine.core.resume.ResumeFacts), `ending` for what an occurrence's conclusion reads."""
 
 from __future__ import annotations
 
@@ -13,14 +16,25 @@ from engine.core.decide import (
     History,
     Superseded,
     counts_active,
+    dedup_key,
     envelope_of,
     history_since,
     may_supersede,
 )
 from engine.core.occurrence import ACTIVE, TERMINAL, needs_history
 from engine.core.planner import loop_of
-from engine.core.records import EventRecord, LoopState, OccurrenceRecord, ProposalRecord
+from engine.core.records import (
+    EventRecord,
+    LoopState,
+    OccurrenceRecord,
+    ProposalRecord,
+    RunRecord,
+)
+from engine.core.resume import ResumeFacts
 from engine.core.ruleset import Loop, RuleSet
+from engine.core.settle import Ending, SettleFacts, run_key, runs_of, waited_for
+from engine.core.states import OccurrenceState
+from engine.core.ticks import idempotency_key
 from engine.store.ports import Tx
 
 
@@ -138,21 +152,34 @@ def counted_active(tx: Tx, loop: Loop, repo: str | None) -> tuple[OccurrenceReco
 
 
 def history(
-    tx: Tx, loop: Loop, event: EventRecord, repo: str | None, state: LoopState | None, at: str
+    tx: Tx,
+    loop: Loop,
+    event: EventRecord,
+    repo: str | None,
+    state: LoopState | None,
+    at: str,
+    *,
+    moving: bool = False,
 ) -> History:
     """The loop's last outcome, candidate findings, the day's budget use, its previous
-    concluded occurrence (since an operator last resumed it) and its occurrence count."""
+    concluded occurrence (since an operator last resumed it) and its occurrence count.
+    `moving`: the event's occurrence is about to be updated (a resumed retry), so it
+    counts among the loop's latest 50 occurrences whatever it was before."""
     last_run = tx.last_loop_run(loop.name)
     usage = tx.budget_usage(loop.name, repo, history_since(at))
     resumed = last_resumed(tx, loop.name)
+    latest = tx.list_occurrences(50, loop=loop.name)
+    if moving and all(o.event_id != event.event_id for o in latest):
+        latest = latest[:49]
     previous = next(
         (
             o
-            for o in tx.list_occurrences(50, loop=loop.name)
+            for o in latest
             if o.event_id != event.event_id
             and o.state in TERMINAL
             and o.decision is not None
-            and o.state != "cancelled"  # a stop or an operator's cancel concludes nothing
+            # a stop or an operator's cancel concludes nothing
+            and o.state != OccurrenceState.CANCELLED
             and (resumed is None or o.updated_at > resumed)  # a resume starts afresh
         ),
         None,
@@ -188,3 +215,69 @@ def superseded(tx: Tx, loop: Loop) -> tuple[Superseded, ...]:
         occurrences = {occ.event_id: occ} if occ is not None else {}
         found.append(_superseding(proposal, events, occurrences))
     return tuple(found)
+
+
+def settle_facts(tx: Tx, rules: RuleSet, run: RunRecord) -> SettleFacts:
+    """What `engine.core.settle.settle` reads for `run`, read after the run's own row
+    was written: its occurrence and event, and for an occurrence the run may end what
+    its conclusion reads (the run is its next settled one)."""
+    occ = tx.get_occurrence(run.event_id)
+    event = tx.get_event(run.event_id)
+    if occ is None or occ.state != OccurrenceState.WORK_DISPATCHED:
+        return SettleFacts(occ, event)
+    return SettleFacts(occ, event, ending(tx, rules, occ, event, runs_of(occ) + 1))
+
+
+def resume_facts(tx: Tx, rules: RuleSet, occ: OccurrenceRecord, at: str) -> ResumeFacts:
+    """What `engine.core.resume.resume` reads for a waiting occurrence: its event and
+    first run, the routed definition, and the facts triage reads afresh (the active
+    occurrences but itself; the history as it will be once it moved to triage)."""
+    event = tx.get_event(occ.event_id)
+    first = tx.get_run_by_key(idempotency_key(event)) if event is not None else None
+    done = ending(tx, rules, occ, event, runs_of(occ), completes=False)
+    if event is None or first is None:
+        return ResumeFacts(event, first, ending=done)
+    decision = tx.get_decision(event.event_id)
+    definition = decision.definition if decision is not None else None
+    loop = loop_of(envelope_of(event), event.admitted_by, rules)
+    if loop is None:
+        return ResumeFacts(event, first, definition, ending=done)
+    state = tx.get_loop_state(loop.name)
+    return ResumeFacts(
+        event,
+        first,
+        definition,
+        state,
+        tx.loop_in_flight(loop.name),
+        max(0, len(counted_active(tx, loop, occ.repo)) - 1),  # not itself
+        history(tx, loop, event, occ.repo, state, at, moving=True) if needs_history(loop) else None,
+        done,
+    )
+
+
+def ending(
+    tx: Tx,
+    rules: RuleSet,
+    occ: OccurrenceRecord,
+    event: EventRecord | None,
+    settled: int,
+    *,
+    completes: bool = True,
+) -> Ending:
+    """What the conclusion of `occ` reads once `settled` of its runs have settled: its
+    loop's state, the run the loops `after` it filter on (the last settled one), and,
+    when it may end `completed`, the state last notified for its loop and repo."""
+    loop = rules.loops.get(occ.loop) if occ.loop else None
+    state = tx.get_loop_state(loop.name) if loop is not None else None
+    if loop is None or state is None:
+        return Ending()
+    run = None
+    if event is not None and waited_for(rules, occ.loop):
+        run = tx.get_run_by_key(run_key(event, max(settled - 1, 0)))
+    key = dedup_key("occurrence", loop.name, occ.repo)
+    return Ending(
+        state,
+        tx.last_notification_state(key) if completes else None,
+        (event.correlation_id or event.event_id) if event is not None else occ.event_id,
+        run,
+    )

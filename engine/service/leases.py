@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from engine.core.decisions import Actor
 from engine.core.records import RunRecord
+from engine.core.settle import Finished
+from engine.core.states import RunState, RunTrigger
 from engine.service import executions, occurrences
 from engine.service.context import Runtime
 from engine.service.executions import Pending
@@ -56,13 +59,14 @@ def _expire(rt: Runtime, tx: Tx, run: RunRecord, apply: bool) -> str:
     while attempts remain, else fail it. The state it goes to."""
     definition = definition_of(rt, run.definition)
     mutating = definition is None or definition.mutating
-    target = "queued" if not mutating and run.attempts < MAX_ATTEMPTS else "failed"
+    target = RunState.QUEUED if not mutating and run.attempts < MAX_ATTEMPTS else RunState.FAILED
     if not apply:
         return target
-    state = rt.lifecycle.run(run.state, "expire_lease", attempts_remain=target == "queued")
+    requeued = target is RunState.QUEUED
+    state = rt.lifecycle.run(run.state, RunTrigger.EXPIRE_LEASE, attempts_remain=requeued)
     why = "lease expired" + (
         ""
-        if target == "queued"
+        if requeued
         else ("; mutating runs are not re-executed" if mutating else f"; {run.attempts} attempts")
     )
     if tx.recover_run(run, state, rt.now(), why):
@@ -71,16 +75,16 @@ def _expire(rt: Runtime, tx: Tx, run: RunRecord, apply: bool) -> str:
             "run",
             run.run_id,
             "lease_expired",
-            "system",
+            Actor.SYSTEM,
             from_state=run.state,
             to_state=state,
             note=why,
             data={"worker": run.lease_owner},
         )
-        if state != "queued":
+        if state != RunState.QUEUED:
             lost = tx.get_run(run.run_id)
             assert lost is not None
-            occurrences.settle(rt, tx, lost, state, None, True, rt.now())
+            occurrences.settle(rt, tx, Finished(lost, state, None, True), rt.now())
     return target
 
 

@@ -8,22 +8,26 @@ import logging
 from dataclasses import dataclass, field
 
 from engine.core import occurrence as occ_core
-from engine.core.decide import envelope_of, ref_of
-from engine.core.decisions import DecisionKind
-from engine.core.planner import Snapshot, loop_of, plan
+from engine.core.decisions import Actor
 from engine.core.records import OccurrenceRecord
-from engine.core.ticks import idempotency_key
-from engine.core.triage import TriageDecision, triage
+from engine.core.resume import resume
+from engine.core.settle import Finished, run_key, runs_of
+from engine.core.states import OccurrenceState, OccurrenceTrigger, RunState
 from engine.service import occurrences
+from engine.service.apply import apply
 from engine.service.context import Runtime
-from engine.service.facts import counted_active
-from engine.service.planning import queue_run
+from engine.service.facts import resume_facts
 from engine.store.ports import Tx
 
 log = logging.getLogger("engine.occurrences")
 
 BATCH = 100
-RUN_TERMINAL = frozenset({"succeeded", "failed", "timed_out", "cancelled"})
+RUN_TERMINAL = frozenset(
+    {RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED}
+)
+
+# Occurrences that are nothing without their decision: orphaned when none was persisted.
+_UNDECIDED = (OccurrenceState.CREATED, OccurrenceState.TRIAGING)
 
 
 def resume_due(rt: Runtime, limit: int = BATCH) -> int:
@@ -38,94 +42,9 @@ def resume_due(rt: Runtime, limit: int = BATCH) -> int:
 
 
 def _resume(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str) -> None:
-    event = tx.get_event(occ.event_id)
-    first = tx.get_run_by_key(idempotency_key(event)) if event is not None else None
-    if event is None or first is None:
-        _end(rt, tx, occ, "fail", at, "nothing to retry: the event or its run is gone")
-        return
-    envelope = envelope_of(event)
-    loop = loop_of(envelope, event.admitted_by, rt.rules)
-    triaging = rt.lifecycle.dispatched(occ.state, "resume")
-    tx.update_occurrence(occ.event_id, occ.state, at, state=triaging, retry_at=None)
-    rt.journal(
-        tx,
-        "occurrence",
-        occ.event_id,
-        "resumed",
-        "system",
-        from_state=occ.state,
-        to_state=triaging,
-        at=at,
-        data={"attempt": occ.attempt},
-    )
-    loop_state = tx.get_loop_state(loop.name) if loop is not None else None
-    in_flight = loop is not None and tx.loop_in_flight(loop.name)
-    paused = loop_state is not None and loop_state.paused
-    decision = plan(
-        envelope, event.admitted_by, rt.rules, Snapshot(loop_in_flight=False, loop_paused=paused)
-    )
-    moved = tx.get_occurrence(occ.event_id)
-    assert moved is not None
-    if decision.kind is DecisionKind.NOOP or decision.definition is None:
-        _end(rt, tx, moved, "cancel", at, decision.note or "the loop no longer dispatches it")
-        return
-    definition = rt.rules.definitions[ref_of(decision.definition)]
-    ident = occ_core.Identity(occ.occurrence_key or "", occ.repo, occ.window or "")
-    snap = (
-        occurrences.snapshot(
-            rt,
-            tx,
-            loop,
-            event,
-            ident,
-            loop_state,
-            in_flight,
-            max(0, len(counted_active(tx, loop, ident.repo)) - 1),  # not itself
-            at,
-        )
-        if loop is not None
-        else occ_core.minimal_snapshot(rt.rules, event, ident, at)
-    )
-    result = triage(loop, definition.mutating, snap) if loop is not None else None
-    if result is not None:
-        gate = occ_core.gate(rt.rules, loop, definition, result, snap)
-        if gate is not None:
-            if result.decision is TriageDecision.CREATE_CANDIDATE_FINDING:
-                occurrences.record_finding(rt, tx, moved, result, at)
-            _end(rt, tx, moved, gate.trigger, at, gate.note)
-            return
-    dispatched = rt.lifecycle.dispatched(triaging, "dispatch")
-    reserved = occ_core.reservation(loop, definition) if loop is not None else None
-    tx.update_occurrence(
-        occ.event_id,
-        triaging,
-        at,
-        state=dispatched,
-        reserved=reserved,
-        decision=result.decision.value if result is not None else moved.decision,
-    )
-    run = queue_run(rt, tx, event, first.proposal_id, first.approved_by, at, attempt=runs_of(occ))
-    rt.journal(
-        tx,
-        "occurrence",
-        occ.event_id,
-        "redispatched",
-        "system",
-        from_state=triaging,
-        to_state=dispatched,
-        at=at,
-        data={"run": run.run_id, "attempt": occ.attempt},
-    )
-
-
-def runs_of(occ: OccurrenceRecord) -> int:
-    """How many of the occurrence's runs have settled: the next run's number (its
-    idempotency key is the first run's, `#N` from the second on)."""
-    return int((occ.used or {}).get("runs", 0))
-
-
-def _end(rt: Runtime, tx: Tx, occ: OccurrenceRecord, trigger: str, at: str, note: str) -> None:
-    occurrences.conclude(rt, tx, occ, trigger, at, note)
+    """Read facts, decide (engine.core.resume), apply."""
+    facts = resume_facts(tx, rt.rules, occ, at)
+    apply(rt, tx, resume(occ, rt.rules, facts, rt.lifecycle, at), at)
 
 
 # ---- recovery after a restart ----------------------------------------------------------------
@@ -147,12 +66,12 @@ def recover(rt: Runtime, limit: int = 10_000) -> Recovery:
     found = Recovery()
     with rt.store.write() as tx:
         at = rt.now()
-        for state in (*occ_core.ACTIVE, "created"):
+        for state in (*occ_core.ACTIVE, OccurrenceState.CREATED):
             for occ in tx.list_occurrences(limit, state=state):
                 found.active += 1
-                if state == "work_dispatched":
+                if state == OccurrenceState.WORK_DISPATCHED:
                     _settle_lost(rt, tx, occ, at, found)
-                elif state in ("created", "triaging") and tx.get_decision(occ.event_id) is None:
+                elif state in _UNDECIDED and tx.get_decision(occ.event_id) is None:
                     _orphan(rt, tx, occ, at, found)
     if found.settled or found.orphaned:
         log.info(
@@ -167,29 +86,25 @@ def _settle_lost(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str, found: Rec
     event = tx.get_event(occ.event_id)
     if event is None:
         return
-    n = runs_of(occ)
-    key = idempotency_key(event) + (f"#{n}" if n else "")
-    run = tx.get_run_by_key(key)
+    run = tx.get_run_by_key(run_key(event, runs_of(occ)))
     if run is None or run.state not in RUN_TERMINAL:
         return
-    adapter_failed = run.state != "succeeded" and run.outcome is None
-    cancelled = run.state == "cancelled"
-    occurrences.settle(
-        rt,
-        tx,
+    adapter_failed = run.state != RunState.SUCCEEDED and run.outcome is None
+    cancelled = run.state == RunState.CANCELLED
+    finished = Finished(
         run,
         run.state,
         run.outcome,
         adapter_failed,
-        at,
         cancelled_by="recovery" if cancelled else None,
     )
+    occurrences.settle(rt, tx, finished, at)
     rt.journal(
         tx,
         "occurrence",
         occ.event_id,
         "recovered",
-        "system",
+        Actor.SYSTEM,
         at=at,
         note=f"settled from run {run.run_id} ({run.state}) after a restart",
     )
@@ -197,14 +112,14 @@ def _settle_lost(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str, found: Rec
 
 
 def _orphan(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str, found: Recovery) -> None:
-    state = rt.lifecycle.dispatched(occ.state, "fail")
+    state = rt.lifecycle.dispatched(occ.state, OccurrenceTrigger.FAIL)
     tx.update_occurrence(occ.event_id, occ.state, at, state=state, finished_at=at)
     rt.journal(
         tx,
         "occurrence",
         occ.event_id,
         "recovered",
-        "system",
+        Actor.SYSTEM,
         from_state=occ.state,
         to_state=state,
         at=at,

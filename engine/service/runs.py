@@ -8,13 +8,13 @@ from __future__ import annotations
 from datetime import timedelta
 from enum import StrEnum
 
-from engine.core import authority, chains
-from engine.core.decide import envelope_of
+from engine.core import authority
 from engine.core.decisions import is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import LEASED, RunRecord
 from engine.core.registry import Definition
-from engine.core.ruleset import DefinitionRef
+from engine.core.settle import Chain, Finished
+from engine.core.states import RunState, RunTrigger
 from engine.errors import Conflict, Forbidden, NotFound, Unprocessable
 from engine.service import occurrences
 from engine.service.admission import admit_in, check
@@ -38,8 +38,7 @@ class Start(StrEnum):
 
 
 def definition_of(rt: Runtime, ref_text: str) -> Definition | None:
-    ref = authority.parse_ref(ref_text)
-    return None if ref is None else rt.rules.definitions.get(ref)
+    return authority.definition_of(rt.rules, ref_text)
 
 
 def lease_until(rt: Runtime, seconds: float) -> str:
@@ -107,12 +106,12 @@ def _refuse(rt: Runtime, run: RunRecord, worker: str) -> Start:
     the occurrence waits for a person (`human_attention_required`), never a retry."""
     with rt.store.write() as tx:
         current = tx.get_run(run.run_id)
-        if current is None or not _holds(current, worker, "claimed"):
+        if current is None or not _holds(current, worker, RunState.CLAIMED):
             return Start.LOST
         verdict = authority.check(authority_facts(tx, current), rt.rules)
         if verdict.refusal is None:
             return _start(rt, tx, current, worker)
-        state = rt.lifecycle.run(current.state, "fail")
+        state = rt.lifecycle.run(current.state, RunTrigger.FAIL)
         at = rt.now()
         error = f"refused by the worker ({verdict.refusal}): {verdict.note}; nothing was run"
         if not tx.finish_run(current.run_id, worker, state, at, None, None, error, None):
@@ -129,7 +128,7 @@ def _refuse(rt: Runtime, run: RunRecord, worker: str) -> Start:
             at=at,
             data={"reason": verdict.refusal.value, "approvedBy": current.approved_by},
         )
-        occurrences.settle(rt, tx, current, state, None, False, at, unauthorized=error)
+        occurrences.settle(rt, tx, Finished(current, state, None, False, unauthorized=error), at)
         return Start.REFUSED
 
 
@@ -239,20 +238,17 @@ def record(
         at=at,
         data={"outcome": outcome, **(data or {})},
     )
-    settled = occurrences.settle(
-        rt,
-        tx,
+    # A run whose occurrence waits for a retry has not ended the occurrence: its
+    # outcome resolves through the chains only when the occurrence concludes.
+    finished = Finished(
         current,
         state,
         outcome,
         adapter_failure(definition, rt, ex),
-        at,
         refused=ex.workspace_refused,
+        chain=Chain(ex.result or {}, rt.clock()),
     )
-    # A run whose occurrence waits for a retry has not ended the occurrence: its
-    # outcome resolves through the chains only when the occurrence concludes.
-    if settled.concluded and outcome is not None and definition is not None:
-        _chain(rt, tx, current, definition, outcome, ex.result or {}, at)
+    occurrences.settle(rt, tx, finished, at)
     return tx.get_run(current.run_id)
 
 
@@ -266,50 +262,6 @@ def adapter_failure(definition: Definition | None, rt: Runtime, ex: Execution) -
     return str(ex.result.get("outcome")) not in definition.outcomes
 
 
-def _chain(
-    rt: Runtime,
-    tx: Tx,
-    run: RunRecord,
-    definition: Definition,
-    outcome: str,
-    result: dict[str, object],
-    at: str,
-) -> None:
-    event = tx.get_event(run.event_id)
-    if event is None:
-        return
-    ref = DefinitionRef(definition.id, definition.version)
-    resolved = chains.resolve(
-        rt.rules, ref, outcome, envelope_of(event), dict(result), run.run_id, rt.clock()
-    )
-    if not resolved.matched:
-        return
-    if resolved.stop:
-        rt.journal(
-            tx,
-            "run",
-            run.run_id,
-            "chain_stopped",
-            "chain",
-            note=f"{outcome} stops ({resolved.rule})",
-            at=at,
-        )
-    for envelope in resolved.envelopes:
-        tx.enqueue_outbox(envelope.model_dump(mode="json"), run.run_id, "chain", at)
-        rt.journal(
-            tx,
-            "run",
-            run.run_id,
-            "chained",
-            "chain",
-            at=at,
-            note=f"{outcome} -> {envelope.type}",
-            data={"eventId": envelope.eventId, "rule": resolved.rule},
-        )
-    for problem in resolved.errors:
-        rt.journal(tx, "run", run.run_id, "chain_error", "chain", note=problem, at=at)
-
-
 def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
     """An operator stops a run that has not ended: queued, claimed or running becomes
     cancelled; its worker's next heartbeat fails and it stops the execution. The run's
@@ -320,7 +272,7 @@ def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
         run = tx.get_run(run_id)
         if run is None:
             raise NotFound(f"no run '{run_id}'")
-        state = rt.lifecycle.run(run.state, "cancel")
+        state = rt.lifecycle.run(run.state, RunTrigger.CANCEL)
         at = rt.now()
         why = note or f"cancelled by {actor}"
         if not tx.cancel_run(run_id, run.state, at, why):
@@ -336,7 +288,7 @@ def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
             note=why,
             at=at,
         )
-        occurrences.settle(rt, tx, run, state, None, False, at, cancelled_by=actor)
+        occurrences.settle(rt, tx, Finished(run, state, None, False, cancelled_by=actor), at)
         done = tx.get_run(run_id)
         assert done is not None
         return done
