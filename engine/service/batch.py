@@ -53,6 +53,8 @@ log = logging.getLogger("engine.planning")
 # Buffered journal entries that make the batch write what it holds: a catch-up of
 # 40,000 slots is then some fifty statements per row kind, not one of each in memory.
 FLUSH_ROWS = 2000
+# Events a caller hands `plan_all` at once (a catch-up of 40,000 slots is 40 calls).
+CHUNK = 1000
 
 
 @dataclass
@@ -238,8 +240,10 @@ _Decided = tuple[EventRecord, Plan | Exception]
 
 
 def plan_all(rt: Runtime, batch: Batch, events: Sequence[EventRecord]) -> None:
-    """Decide `events` in order per loop and write their plans through `batch`, which
-    is flushed at the end. Unplanned events are taken for planning here."""
+    """Decide `events` in order per loop and write their plans through `batch` (the
+    caller's last `flush` writes its skipped slots and cursors). Unplanned events are
+    taken for planning here. A caller with many events hands them in chunks of about
+    `CHUNK`: what a round keeps to write again stays bounded."""
     tx, rules = batch.tx, rt.rules
     unplanned = [e.event_id for e in events if not e.planned]
     taken = tx.decided_events(unplanned) if unplanned else set()
@@ -282,7 +286,12 @@ def plan_all(rt: Runtime, batch: Batch, events: Sequence[EventRecord]) -> None:
             batch.opened = opened
             stored = tx.occurrences_by_keys(i.key for i in idents.values())
         queues = {g: q for g, q in queues.items() if q.events}
-    batch.flush(last=True)
+    batch.flush()
+    # written: what the batch kept of these events is the store's now
+    batch.opened.clear()
+    for event in events:
+        batch.admitted.pop(event.event_id, None)
+        batch.undecided.discard(event.event_id)
 
 
 def _round(

@@ -25,7 +25,9 @@ def plan_pending(rt: Runtime, limit: int = BATCH) -> int:
     with rt.store.write() as tx:
         events = tx.unplanned_events(limit)
         at = rt.now()  # one instant for the batch: it commits at once
-        plan_all(rt, Batch(rt, tx, at), events)
+        batch = Batch(rt, tx, at)
+        plan_all(rt, batch, events)
+        batch.flush(last=True)
     return len(events)
 
 

@@ -17,13 +17,13 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from engine.core.envelope import Envelope, parse_iso
+from engine.core.envelope import parse_iso
 from engine.core.records import LoopState, SkipRecord
 from engine.core.ruleset import Loop, TriggerKind
-from engine.core.slots import Pass, Policy, SkipReason, Slots, plan_pass, skip_all, slots_of
+from engine.core.slots import Fire, Pass, Policy, SkipReason, Slots, plan_pass, skip_all, slots_of
 from engine.core.ticks import slot_text, tick
 from engine.service import watches
-from engine.service.batch import Batch, plan_all
+from engine.service.batch import CHUNK, Batch, plan_all
 from engine.service.context import Runtime
 from engine.store.ports import Tx
 
@@ -146,7 +146,7 @@ class Scheduler:
         slots recorded and its cursor moved, each kind of row in one statement."""
         batch = Batch(self.rt, tx, self.rt.now())
         states = tx.loop_states_of(loop.name for loop in loops)
-        ticks: list[Envelope] = []
+        fires: list[tuple[Loop, Fire]] = []
         for loop in loops:
             state = states.get(loop.name)
             if state is None or not state.enabled or state.enabled_since is None:
@@ -159,7 +159,7 @@ class Scheduler:
             else:
                 result = plan_pass(seq, Policy.of(loop), cursor, since, now)
             for f in result.fires:
-                ticks.append(tick(loop, f.slot, f.skipped))
+                fires.append((loop, f))
                 if f.skipped:
                     log.info(
                         "loop %s: fired %s, skipped %d older slot(s) (%s)",
@@ -178,11 +178,14 @@ class Scheduler:
                 else cursor
             )
             self._push_after(loop.name, moved, since)
-        known = tx.known_events(t.eventId for t in ticks)
-        fresh = [batch.admit(t, ACTOR) for t in ticks if t.eventId not in known]
-        # planned in the same commit: decided before anything runs
-        plan_all(self.rt, batch, fresh)
-        return len(ticks)
+        for start in range(0, len(fires), CHUNK):  # a long catch-up in bounded memory
+            ticks = [tick(loop, f.slot, f.skipped) for loop, f in fires[start : start + CHUNK]]
+            known = tx.known_events(t.eventId for t in ticks)
+            fresh = [batch.admit(t, ACTOR) for t in ticks if t.eventId not in known]
+            # planned in the same commit: decided before anything runs
+            plan_all(self.rt, batch, fresh)
+        batch.flush(last=True)
+        return len(fires)
 
     def _record_skips(self, tx: Tx, loop: str, result: Pass, at: str) -> None:
         tx.insert_skips(_skips(loop, result, at))
