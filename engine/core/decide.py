@@ -161,7 +161,7 @@ def carried(
     a pause, a run queued, a proposal that a newer one would supersede, a fold into an
     occurrence, a finding, the history triage reads): the batch then reads the next
     event's facts afresh. The event-level facts (`decided`, `existing`) are the
-    caller's to fill."""
+    caller's to fill: those returned are the event's own."""
     if facts.decided or facts.history is not None:
         return None
     active = facts.active
@@ -175,7 +175,7 @@ def carried(
         if isinstance(effect, Propose) and not may_supersede(rules, loop, event):
             continue
         return None
-    return replace(facts, active=active, existing=None)
+    return facts if active is facts.active else replace(facts, active=active)
 
 
 # ---- the decision of one event ------------------------------------------------------------

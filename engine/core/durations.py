@@ -8,6 +8,7 @@ the years a datetime can hold, and nothing a loop means needs longer."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _PART = re.compile(r"([0-9]+)([smhdw])")
@@ -22,6 +23,7 @@ class DurationError(ValueError):
     """The text is not a duration such as `60m`."""
 
 
+@lru_cache(maxsize=1024)
 def parse_duration(text: str) -> int:
     """Seconds in `text`; raises DurationError unless it is one or more `<n><unit>`
     parts with units s, m, h, d, w and a total from 1 second to MAX_SECONDS."""

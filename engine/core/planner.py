@@ -4,6 +4,7 @@ Pure; the service persists the decision before anything runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason, is_human
 from engine.core.envelope import Envelope
@@ -26,7 +27,20 @@ class Snapshot:
     loop_paused: bool = False
 
 
-def loop_of(event: Envelope, admitted_by: str, rules: RuleSet) -> Loop | None:
+class Tick(Protocol):
+    """What `loop_of` reads of an event: an envelope, or an admitted event's record."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def payload(self) -> dict[str, Any]: ...
+
+
+def loop_of(event: Tick, admitted_by: str, rules: RuleSet) -> Loop | None:
     """The loop this event is a tick of, if any (payload.loop names it, and the type
     must be the loop's). Only the runtime makes ticks, and `admitted_by` — the actor
     decided from how the event was authenticated, never from its body — says which

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from engine.core.decide import Facts, carried, decide, envelope_of
+from engine.core.decide import Facts, carried, decide
 from engine.core.decisions import DecisionKind, NoopReason
 from engine.core.effects import Decide, Effect, Journal, MarkPlanned, OpenOccurrence, Plan, Propose
 from engine.core.envelope import Envelope
@@ -248,9 +248,7 @@ def plan_all(rt: Runtime, batch: Batch, events: Sequence[EventRecord]) -> None:
     unplanned = [e.event_id for e in events if not e.planned]
     taken = tx.decided_events(unplanned) if unplanned else set()
     batch.undecided.update(e.event_id for e in events if e.event_id not in taken)
-    idents = {
-        e.event_id: identity(e, loop_of(envelope_of(e), e.admitted_by, rules)) for e in events
-    }
+    idents = {e.event_id: identity(e, loop_of(e, e.admitted_by, rules)) for e in events}
     stored = tx.occurrences_by_keys(i.key for i in idents.values())
     queues: dict[str, _Pending] = {}
     for event in events:

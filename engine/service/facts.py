@@ -17,7 +17,6 @@ from engine.core.decide import (
     Superseded,
     counts_active,
     dedup_key,
-    envelope_of,
     history_since,
     may_supersede,
 )
@@ -45,7 +44,7 @@ def read_facts(tx: Tx, rules: RuleSet, event: EventRecord, at: str) -> Facts:
     decided = not event.planned and tx.get_decision(event.event_id) is not None
     if decided:
         return Facts(decided=True)
-    loop = loop_of(envelope_of(event), event.admitted_by, rules)
+    loop = loop_of(event, event.admitted_by, rules)
     ident = occ_core.identity(event, loop)
     existing = tx.get_occurrence_by_key(ident.key)
     if loop is None:
@@ -71,7 +70,7 @@ def read_facts_many(tx: Tx, rules: RuleSet, events: Sequence[EventRecord], at: s
     batched writer's round: engine.service.batch). The events are of different loops
     (or of none), so no decision among them reads what another writes."""
     decided = tx.decided_events(e.event_id for e in events if not e.planned)
-    loops = [loop_of(envelope_of(e), e.admitted_by, rules) for e in events]
+    loops = [loop_of(e, e.admitted_by, rules) for e in events]
     idents = [occ_core.identity(e, loop) for e, loop in zip(events, loops, strict=True)]
     existing = tx.occurrences_by_keys(i.key for i in idents)
     named = {loop.name for loop in loops if loop is not None}
@@ -239,7 +238,7 @@ def resume_facts(tx: Tx, rules: RuleSet, occ: OccurrenceRecord, at: str) -> Resu
         return ResumeFacts(event, first, ending=done)
     decision = tx.get_decision(event.event_id)
     definition = decision.definition if decision is not None else None
-    loop = loop_of(envelope_of(event), event.admitted_by, rules)
+    loop = loop_of(event, event.admitted_by, rules)
     if loop is None:
         return ResumeFacts(event, first, definition, ending=done)
     state = tx.get_loop_state(loop.name)
