@@ -8,6 +8,7 @@ reads back is what SQLite and PostgreSQL give back."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -37,6 +38,11 @@ class MemoryTx(LifecycleTx):
         seq = self._next_seq("journal")
         self._own("journal").journal[seq] = replace(row, seq=seq)
         return seq
+
+    @writes
+    def append_journals(self, entries: Sequence[JournalEntry]) -> None:
+        for entry in entries:
+            self.append_journal(entry)
 
     def list_journal(
         self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None

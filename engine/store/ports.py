@@ -16,7 +16,7 @@ come in the order each method states."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -64,6 +64,11 @@ class Events(EventsView, Protocol):
 
     def insert_event(self, event: EventRecord) -> bool:
         """Admit; False (and nothing written) when the event id exists."""
+
+    def insert_events(self, events: Sequence[EventRecord]) -> set[str]:
+        """Admit several at once (one statement per step, not per event): the ids that
+        were new. An id already stored is not written; of equal ids among `events`,
+        the first is written and the others are not."""
 
     def mark_planned(self, event_id: str) -> None: ...
 
@@ -240,6 +245,9 @@ class Journal(JournalView, Protocol):
 
     def append_journal(self, entry: JournalEntry) -> int:
         """Append; the journal is never updated or deleted."""
+
+    def append_journals(self, entries: Sequence[JournalEntry]) -> None:
+        """Append several in their order (their `seq`s grow in that order)."""
 
 
 class OutboxView(Protocol):

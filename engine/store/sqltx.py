@@ -58,6 +58,37 @@ def _event(row: Row) -> EventRecord:
     )
 
 
+def _event_params(event: EventRecord) -> dict[str, Any]:
+    return {
+        "event_id": event.event_id,
+        "type": event.type,
+        "source": event.source,
+        "subject": event.subject,
+        "occurred_at": event.occurred_at,
+        "correlation_id": event.correlation_id,
+        "payload": _dumps(event.payload),
+        "loop": event.loop,
+        "admitted_at": event.admitted_at,
+        "admitted_by": event.admitted_by,
+        "planned": int(event.planned),
+    }
+
+
+def _journal_params(entry: JournalEntry) -> dict[str, Any]:
+    return {
+        "at": entry.at,
+        "entity": entry.entity,
+        "entity_id": entry.entity_id,
+        "action": entry.action,
+        "from_state": entry.from_state,
+        "to_state": entry.to_state,
+        "actor": entry.actor,
+        "rules_digest": entry.rules_digest,
+        "note": entry.note,
+        "data": _dumps(entry.data),
+    }
+
+
 def _record(cls: type[R], row: Row, bools: tuple[str, ...] = (), json: tuple[str, ...] = ()) -> R:
     """A record from a row: integer flags back to bools, JSON text back to values."""
     data = dict(row)
@@ -208,6 +239,10 @@ class SqlTx:
         self._cur.execute(self._sql[name], params)
         return int(self._cur.rowcount)
 
+    def _many(self, name: str, params: Sequence[dict[str, Any]]) -> None:
+        if params:
+            self._cur.executemany(self._sql[name], params)
+
     def _one(self, name: str, **params: Any) -> Row | None:
         self._cur.execute(self._sql[name], params)
         row = self._cur.fetchone()
@@ -222,23 +257,19 @@ class SqlTx:
 
     # ---- events ----------------------------------------------------------------
     def insert_event(self, event: EventRecord) -> bool:
-        return (
-            self._exec(
-                "insert_event",
-                event_id=event.event_id,
-                type=event.type,
-                source=event.source,
-                subject=event.subject,
-                occurred_at=event.occurred_at,
-                correlation_id=event.correlation_id,
-                payload=_dumps(event.payload),
-                loop=event.loop,
-                admitted_at=event.admitted_at,
-                admitted_by=event.admitted_by,
-                planned=int(event.planned),
-            )
-            == 1
-        )
+        return self._exec("insert_event", **_event_params(event)) == 1
+
+    def insert_events(self, events: Sequence[EventRecord]) -> set[str]:
+        if not events:
+            return set()
+        first: dict[str, EventRecord] = {}
+        for event in events:
+            first.setdefault(event.event_id, event)
+        ids = _dumps(list(first))
+        stored = {r["event_id"] for r in self._all("existing_events", ids=ids)}
+        new = [e for e in first.values() if e.event_id not in stored]
+        self._many("insert_event", [_event_params(e) for e in new])
+        return {e.event_id for e in new}
 
     def get_event(self, event_id: str) -> EventRecord | None:
         row = self._one("get_event", event_id=event_id)
@@ -424,21 +455,12 @@ class SqlTx:
 
     # ---- journal and outbox ------------------------------------------------------
     def append_journal(self, entry: JournalEntry) -> int:
-        row = self._one(
-            "append_journal",
-            at=entry.at,
-            entity=entry.entity,
-            entity_id=entry.entity_id,
-            action=entry.action,
-            from_state=entry.from_state,
-            to_state=entry.to_state,
-            actor=entry.actor,
-            rules_digest=entry.rules_digest,
-            note=entry.note,
-            data=_dumps(entry.data),
-        )
+        row = self._one("append_journal", **_journal_params(entry))
         assert row is not None
         return int(row["seq"])
+
+    def append_journals(self, entries: Sequence[JournalEntry]) -> None:
+        self._many("insert_journal", [_journal_params(e) for e in entries])
 
     def list_journal(
         self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None

@@ -10,6 +10,10 @@ VALUES (:event_id, :type, :source, :subject, :occurred_at, :correlation_id, :pay
         :loop, :admitted_at, :admitted_by, :planned)
 ON CONFLICT (event_id) DO NOTHING;
 
+-- name: existing_events
+-- Which of the event ids in :ids (a JSON array of strings) are admitted already.
+SELECT event_id FROM events WHERE event_id IN (SELECT value FROM json_each(:ids));
+
 -- name: get_event
 SELECT * FROM events WHERE event_id = :event_id;
 
@@ -139,6 +143,13 @@ INSERT INTO journal (at, entity, entity_id, action, from_state, to_state, actor,
 VALUES (:at, :entity, :entity_id, :action, :from_state, :to_state, :actor,
         :rules_digest, :note, :data)
 RETURNING seq;
+
+-- name: insert_journal
+-- append_journal for many entries at once (executemany: no seq is returned).
+INSERT INTO journal (at, entity, entity_id, action, from_state, to_state, actor,
+                     rules_digest, note, data)
+VALUES (:at, :entity, :entity_id, :action, :from_state, :to_state, :actor,
+        :rules_digest, :note, :data);
 
 -- name: list_journal
 SELECT * FROM journal

@@ -1,5 +1,10 @@
 -- PostgreSQL's own versions of shared named queries (same names, same contracts).
 
+-- name: existing_events
+-- Which of the event ids in :ids (a JSON array of strings) are admitted already.
+SELECT event_id FROM events
+WHERE event_id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)));
+
 -- name: claim_next_run
 -- Claim the oldest queued run whose loop is not paused, in one statement. SKIP LOCKED
 -- passes over a row another worker is claiming at this moment, so concurrent workers
