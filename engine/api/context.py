@@ -68,11 +68,24 @@ def operator(request: web.Request) -> str:
     return operator_from(settings(request).operators, request.headers.get("Authorization"))
 
 
-async def admit(request: web.Request, envelopes: list[Envelope], actor: str) -> list[Admission]:
-    """Check one request's envelopes here (422 for one that does not fit, nothing
-    queued), then admit them in the intake's next group commit; answered once that
-    commit is durable. Wakes the runtime loop when any was new."""
-    checked = service(request).checked(envelopes, actor)
+# Bodies up to this size are parsed, translated and checked on the event loop (tens
+# of µs); larger ones (up to GitHub's 25 MB, or a list of 500 envelopes) in a thread,
+# so the loop never stalls.
+INLINE_BYTES = 256 * 1024
+
+
+async def admit(
+    request: web.Request, envelopes: list[Envelope], actor: str, size: int
+) -> list[Admission]:
+    """Check one request's envelopes (422 for one that does not fit, nothing queued;
+    on the loop unless the body's `size` passes INLINE_BYTES), then admit them in the
+    intake's next group commit; answered once that commit is durable. Wakes the
+    runtime loop when any was new."""
+    engine = service(request)
+    if size <= INLINE_BYTES:
+        checked = engine.checked(envelopes, actor)
+    else:
+        checked = await call(engine.checked, envelopes, actor)
     admitted = await request.app[INTAKE].submit(checked)
     if any(a.admitted for a in admitted):
         wake(request)

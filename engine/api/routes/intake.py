@@ -15,15 +15,13 @@ from engine.api.auth import OPERATOR_HEADER, inject_actor, require_loopback
 from engine.api.bodies import envelopes, parse_json, read_body
 from engine.api.context import admit, reply, settings
 from engine.core.decisions import Actor
-from engine.core.envelope import Envelope
 
 routes = web.RouteTableDef()
 
 
-async def _admit(
-    request: web.Request, found: list[Envelope], batch: bool, actor: str
-) -> web.Response:
-    results = await admit(request, found, actor)
+async def _admit(request: web.Request, body: bytes, actor: str) -> web.Response:
+    found, batch = envelopes(parse_json(body))
+    results = await admit(request, found, actor, len(body))
     status = 202 if any(r.admitted for r in results) else 200
     return reply([r.as_dict() for r in results] if batch else results[0].as_dict(), status)
 
@@ -41,8 +39,7 @@ async def post_events(request: web.Request) -> web.Response:
         config.wall_clock(),
         config.staleness_seconds,
     )
-    found, batch = envelopes(parse_json(body))
-    return await _admit(request, found, batch, Actor.BRIDGE.value)
+    return await _admit(request, body, Actor.BRIDGE.value)
 
 
 @routes.post("/inject")
@@ -54,5 +51,4 @@ async def post_inject(request: web.Request) -> web.Response:
         settings(request).operators, headers.get("Authorization"), headers.get(OPERATOR_HEADER)
     )
     body = await read_body(request, settings(request).body_limit)
-    found, batch = envelopes(parse_json(body))
-    return await _admit(request, found, batch, actor)
+    return await _admit(request, body, actor)
