@@ -1,7 +1,8 @@
 """The aiohttp application: `make_app(service, settings)`. Resources live in
 `cleanup_ctx` and are released in reverse order on shutdown: the embedded worker
 stops, then the runtime loop (its in-flight pump finishes its transaction), then the
-store closes (after any write still holding it)."""
+intake's writer (what is queued commits), then the store closes (after any write
+still holding it)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
-from engine.api.context import HURRY, SERVICE, SETTINGS, WAKE
+from engine.api.context import HURRY, INTAKE, SERVICE, SETTINGS, WAKE
 from engine.api.errors import error_middleware
+from engine.api.group_commit import GroupCommit
 from engine.api.routes import ROUTES
 from engine.api.settings import Settings
 from engine.errors import Unavailable
@@ -30,7 +32,8 @@ def make_app(service: Service, settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[WAKE] = asyncio.Event()
     app[HURRY] = asyncio.Event()
-    app.cleanup_ctx.extend([_store, _runtime_loop, _worker])
+    app[INTAKE] = GroupCommit(service.admit_batch)
+    app.cleanup_ctx.extend([_store, _intake, _runtime_loop, _worker])
     for table in ROUTES:
         app.add_routes(table)
     return app
@@ -90,6 +93,11 @@ async def _drain(
 async def _store(app: web.Application) -> AsyncIterator[None]:
     yield
     await asyncio.to_thread(app[SERVICE].rt.store.close)
+
+
+async def _intake(app: web.Application) -> AsyncIterator[None]:
+    yield
+    await app[INTAKE].close()  # after the last request: what it queued commits first
 
 
 async def _runtime_loop(app: web.Application) -> AsyncIterator[None]:

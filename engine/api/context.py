@@ -13,14 +13,21 @@ from typing import Any, ParamSpec, TypeVar
 from aiohttp import web
 
 from engine.api.auth import operator_from
+from engine.api.group_commit import GroupCommit
 from engine.api.settings import Settings
+from engine.core.envelope import Envelope
 from engine.core.nesting import MAX_ANSWER_DEPTH, prune
-from engine.service import Service
+from engine.service import Admission, Service
+from engine.service.admission import Request
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
+# The writer every admission of the HTTP intake is queued to (engine.api.group_commit).
+Intake = GroupCommit[Request, list[Admission]]
+
 SERVICE = web.AppKey("service", Service)
+INTAKE: web.AppKey[Intake] = web.AppKey("intake")
 SETTINGS = web.AppKey("settings", Settings)
 WAKE = web.AppKey("wake", asyncio.Event)  # set after an admission: plan it now
 HURRY = web.AppKey("hurry", asyncio.Event)  # set by a second signal: shut down now
@@ -59,6 +66,30 @@ async def call_read(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 def operator(request: web.Request) -> str:
     """The `operator:<name>` the request's bearer token proves (401 otherwise)."""
     return operator_from(settings(request).operators, request.headers.get("Authorization"))
+
+
+# Bodies up to this size are parsed, translated and checked on the event loop (tens
+# of µs); larger ones (up to GitHub's 25 MB, or a list of 500 envelopes) in a thread,
+# so the loop never stalls.
+INLINE_BYTES = 256 * 1024
+
+
+async def admit(
+    request: web.Request, envelopes: list[Envelope], actor: str, size: int
+) -> list[Admission]:
+    """Check one request's envelopes (422 for one that does not fit, nothing queued;
+    on the loop unless the body's `size` passes INLINE_BYTES), then admit them in the
+    intake's next group commit; answered once that commit is durable. Wakes the
+    runtime loop when any was new."""
+    engine = service(request)
+    if size <= INLINE_BYTES:
+        checked = engine.checked(envelopes, actor)
+    else:
+        checked = await call(engine.checked, envelopes, actor)
+    admitted = await request.app[INTAKE].submit(checked)
+    if any(a.admitted for a in admitted):
+        wake(request)
+    return admitted
 
 
 def wake(request: web.Request) -> None:

@@ -4,6 +4,7 @@ synchronous (the store is); async callers run them in a thread."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -62,6 +63,14 @@ class Service:
 
     def admit_many(self, envelopes: list[Envelope], actor: str) -> list[Admission]:
         return admission.admit_many(self.rt, envelopes, actor)
+
+    def checked(self, envelopes: list[Envelope], actor: str) -> admission.Request:
+        """One request's envelopes checked for `admit_batch` (Unprocessable, 422, for
+        the first that does not fit)."""
+        return admission.checked(self.rt, envelopes, actor)
+
+    def admit_batch(self, requests: Sequence[admission.Request]) -> list[list[Admission]]:
+        return admission.admit_batch(self.rt, requests)
 
     def plan_pending(self, limit: int = planning.BATCH) -> int:
         return planning.plan_pending(self.rt, limit)

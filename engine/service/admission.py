@@ -9,7 +9,7 @@ from datetime import timedelta
 from engine.core.decisions import Actor
 from engine.core.envelope import Envelope, iso
 from engine.core.planner import loop_of
-from engine.core.records import EventRecord
+from engine.core.records import EventRecord, JournalEntry
 from engine.core.ticks import BRIDGE_SKEW, SLOT_SOURCES, tick_problem
 from engine.errors import Unprocessable
 from engine.service.context import Runtime
@@ -95,29 +95,67 @@ def admit_record(
     row = record(rt, envelope, actor, at, planned)
     if not tx.insert_event(row):
         return None
-    rt.journal(
-        tx,
-        "event",
-        row.event_id,
-        "admitted",
-        actor,
+    tx.append_journal(admitted_entry(rt, row))
+    return row
+
+
+def admitted_entry(rt: Runtime, row: EventRecord) -> JournalEntry:
+    """The journal entry of an admission: `event <id> admitted` by its actor."""
+    return JournalEntry(
+        at=row.admitted_at,
+        entity="event",
+        entity_id=row.event_id,
+        action="admitted",
+        actor=row.admitted_by,
         to_state="admitted",
-        at=at,
+        rules_digest=rt.rules.digest,
         data={"type": row.type, "source": row.source, "loop": row.loop},
     )
-    return row
+
+
+@dataclass(frozen=True)
+class Request:
+    """The checked envelopes of one request and who sent them: admitted together, in
+    one transaction, answered together."""
+
+    envelopes: tuple[Envelope, ...]
+    actor: str
+
+
+def admit_batch(rt: Runtime, requests: Sequence[Request]) -> list[list[Admission]]:
+    """Admit the checked envelopes of several requests in one transaction, each row kind
+    written with one statement (docs/architecture.md#intake-group-commit): per request,
+    its admissions in order. Of equal event ids the first (in request order)
+    is admitted and every other answers duplicate, as if each had come alone."""
+    rows = [record(rt, e, r.actor, rt.now()) for r in requests for e in r.envelopes]
+    with rt.store.write() as tx:
+        written = firsts(rows, tx.insert_events(rows))
+        tx.append_journals([admitted_entry(rt, rows[n]) for n in sorted(written)])
+    answers = iter(
+        Admission(n in written, n not in written, r.event_id) for n, r in enumerate(rows)
+    )
+    return [[next(answers) for _ in r.envelopes] for r in requests]
+
+
+def firsts(rows: Sequence[EventRecord], new: set[str]) -> set[int]:
+    """The positions of the rows written: the first of each id in `new`."""
+    seen: dict[str, int] = {}
+    for n, row in enumerate(rows):
+        if row.event_id in new:
+            seen.setdefault(row.event_id, n)
+    return set(seen.values())
 
 
 def admit(rt: Runtime, envelope: Envelope, actor: str) -> Admission:
     """Admit one event: `{admitted, duplicate, eventId}`; a duplicate writes nothing."""
-    checked = check_tick(rt, check(rt, envelope), actor)
-    with rt.store.write() as tx:
-        return admit_in(rt, tx, checked, actor, rt.now())
+    return admit_many(rt, [envelope], actor)[0]
 
 
 def admit_many(rt: Runtime, envelopes: Sequence[Envelope], actor: str) -> list[Admission]:
-    """Admit a batch in one transaction (the scheduler's wave)."""
-    checked = [check_tick(rt, check(rt, e), actor) for e in envelopes]
-    at = rt.now()
-    with rt.store.write() as tx:
-        return [admit_in(rt, tx, e, actor, at) for e in checked]
+    """Admit a list in one transaction (one request's, or a command's)."""
+    return admit_batch(rt, [checked(rt, envelopes, actor)])[0]
+
+
+def checked(rt: Runtime, envelopes: Sequence[Envelope], actor: str) -> Request:
+    """The envelopes of one request checked (`check`, `check_tick`), for admit_batch."""
+    return Request(tuple(check_tick(rt, check(rt, e), actor) for e in envelopes), actor)

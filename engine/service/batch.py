@@ -207,7 +207,7 @@ class Batch:
         tx.insert_decisions(self.decisions)
         tx.open_occurrences(self.occurrences)
         tx.insert_proposals(self.proposals)
-        tx.append_journal_many(self.journal)
+        tx.append_journals(self.journal)
         self.events.clear()
         self.discard()
         if last:

@@ -87,8 +87,18 @@ class WatchedCursor:
         self.wrote = False
 
     def execute(self, sql: Any, *params: Any) -> WatchedCursor:
+        self._run(self._cur.execute, sql, *params)
+        return self
+
+    def executemany(self, sql: Any, params: Any) -> WatchedCursor:
+        """One statement for every set of parameters (one round trip where the driver
+        pipelines them)."""
+        self._run(self._cur.executemany, sql, params)
+        return self
+
+    def _run(self, call: Callable[..., Any], sql: Any, *params: Any) -> None:
         try:
-            self._cur.execute(sql, *params)
+            call(sql, *params)
         except Exception as err:
             typed = self._classify(err, self._writing)
             if typed is None:
@@ -97,20 +107,6 @@ class WatchedCursor:
             raise typed from err
         if not self.wrote and self._cur.rowcount > 0 and not _reads(sql):
             self.wrote = True
-        return self
-
-    def executemany(self, sql: Any, rows: Any) -> WatchedCursor:
-        """Many rows of one statement (the batched writer's)."""
-        try:
-            self._cur.executemany(sql, rows)
-        except Exception as err:
-            typed = self._classify(err, self._writing)
-            if typed is None:
-                raise
-            self._health.failed(typed, self._writing)
-            raise typed from err
-        self.wrote = True
-        return self
 
     def fetchone(self) -> Any:
         return self._cur.fetchone()

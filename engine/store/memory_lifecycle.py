@@ -6,6 +6,7 @@ nothing, compares with nothing) and its ORDER BY."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -44,6 +45,10 @@ class LifecycleTx(Transaction):
         row = stored(replace(event, payload=as_json(event.payload), planned=bool(event.planned)))
         self._own("events").events[event.event_id] = row
         return True
+
+    @writes
+    def insert_events(self, events: Sequence[EventRecord]) -> set[str]:
+        return {e.event_id for e in events if self.insert_event(e)}
 
     def get_event(self, event_id: str) -> EventRecord | None:
         return self._tables.events.get(event_id)

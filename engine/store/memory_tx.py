@@ -82,11 +82,6 @@ class MemoryTx(LifecycleTx):
         return sorted(found, key=lambda o: (o.created_at or o.updated_at, o.event_id))
 
     @writes
-    def insert_events(self, events: Sequence[EventRecord]) -> None:
-        for e in events:
-            self.insert_event(e)
-
-    @writes
     def mark_planned_many(self, event_ids: Sequence[str]) -> None:
         for i in event_ids:
             self.mark_planned(i)
@@ -107,11 +102,6 @@ class MemoryTx(LifecycleTx):
             self.insert_proposal(p)
 
     @writes
-    def append_journal_many(self, entries: Sequence[JournalEntry]) -> None:
-        for e in entries:
-            self.append_journal(e)
-
-    @writes
     def insert_skips(self, skips: Sequence[SkipRecord]) -> None:
         for s in skips:
             self.insert_skip(s)
@@ -128,6 +118,11 @@ class MemoryTx(LifecycleTx):
         seq = self._next_seq("journal")
         self._own("journal").journal[seq] = replace(row, seq=seq)
         return seq
+
+    @writes
+    def append_journals(self, entries: Sequence[JournalEntry]) -> None:
+        for entry in entries:
+            self.append_journal(entry)
 
     def list_journal(
         self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None

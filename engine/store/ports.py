@@ -75,14 +75,17 @@ class EventsView(Protocol):
 class Events(EventsView, Protocol):
     """Admission and decisions: idempotent on the event id."""
 
-    def insert_events(self, events: Sequence[EventRecord]) -> None: ...
-
     def mark_planned_many(self, event_ids: Sequence[str]) -> None: ...
 
     def insert_decisions(self, decisions: Sequence[DecisionRecord]) -> None: ...
 
     def insert_event(self, event: EventRecord) -> bool:
         """Admit; False (and nothing written) when the event id exists."""
+
+    def insert_events(self, events: Sequence[EventRecord]) -> set[str]:
+        """Admit several at once (one statement per step, not per event): the ids that
+        were new. An id already stored is not written; of equal ids among `events`,
+        the first is written and the others are not."""
 
     def mark_planned(self, event_id: str) -> None: ...
 
@@ -278,11 +281,11 @@ class JournalView(Protocol):
 class Journal(JournalView, Protocol):
     """Append-only: an entry is never updated or deleted; `seq` only grows."""
 
-    def append_journal_many(self, entries: Sequence[JournalEntry]) -> None:
-        """Append in order (each gets the next seq)."""
-
     def append_journal(self, entry: JournalEntry) -> int:
         """Append; the journal is never updated or deleted."""
+
+    def append_journals(self, entries: Sequence[JournalEntry]) -> None:
+        """Append several in their order (their `seq`s grow in that order)."""
 
 
 class OutboxView(Protocol):

@@ -1,5 +1,5 @@
 """The embedded default store: one SQLite file in WAL mode, shared by the processes of
-one host.
+one host; every commit is synced to disk (`synchronous = FULL`: docs/guarantees.md).
 
 - Writers are serialised (BEGIN IMMEDIATE) across processes by SQLite and within one
   by a lock; both waits are bounded by `Limits.lock_timeout`, after which the write is
@@ -50,7 +50,7 @@ class SqliteStore:
         try:
             self._check_owner(self._writer)
             self._writer.execute("PRAGMA journal_mode = WAL")
-            self._writer.execute("PRAGMA synchronous = NORMAL")
+            self._writer.execute("PRAGMA synchronous = FULL")  # a 202 outlives a power loss
             self.migrate(probe)
             self._reader = self._writer if self._memory else self._connect(reader=True)
         except BaseException:

@@ -327,6 +327,17 @@ class SqlTx:
     def insert_event(self, event: EventRecord) -> bool:
         return self._exec("insert_event", **_event_row(event)) == 1
 
+    def insert_events(self, events: Sequence[EventRecord]) -> set[str]:
+        if not events:
+            return set()
+        first: dict[str, EventRecord] = {}
+        for event in events:
+            first.setdefault(event.event_id, event)
+        stored = self.known_events(first)
+        new = [e for e in first.values() if e.event_id not in stored]
+        self._many("insert_event", [_event_row(e) for e in new])
+        return {e.event_id for e in new}
+
     def get_event(self, event_id: str) -> EventRecord | None:
         row = self._one("get_event", event_id=event_id)
         return None if row is None else _event(row)
@@ -483,6 +494,9 @@ class SqlTx:
         row = self._one("append_journal", **_journal_row(entry))
         assert row is not None
         return int(row["seq"])
+
+    def append_journals(self, entries: Sequence[JournalEntry]) -> None:
+        self._many("insert_journal", [_journal_row(e) for e in entries])
 
     def list_journal(
         self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None
@@ -851,9 +865,6 @@ class SqlTx:
         rows = self._keyed("occurrences_of_loops", loops, states=_keys(states))
         return sorted((_occurrence(r) for r in rows), key=_occurrence_order)
 
-    def insert_events(self, events: Sequence[EventRecord]) -> None:
-        self._many("insert_event", [_event_row(e) for e in events])
-
     def mark_planned_many(self, event_ids: Sequence[str]) -> None:
         self._many("mark_planned", [{"event_id": i} for i in event_ids])
 
@@ -865,9 +876,6 @@ class SqlTx:
 
     def insert_proposals(self, proposals: Sequence[ProposalRecord]) -> None:
         self._many("insert_proposal", [_proposal_row(p) for p in proposals])
-
-    def append_journal_many(self, entries: Sequence[JournalEntry]) -> None:
-        self._many("append_journal_row", [_journal_row(e) for e in entries])
 
     def insert_skips(self, skips: Sequence[SkipRecord]) -> None:
         self._many("insert_skip", [_skip_row(s) for s in skips])

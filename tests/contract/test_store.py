@@ -169,6 +169,24 @@ def test_admission_is_idempotent_by_event_id(open_store: Factory) -> None:
         assert tx.unplanned_events(10)[0].payload == {"repo": "bj29"}
 
 
+def test_events_admitted_in_bulk_answer_the_new_ids(open_store: Factory) -> None:
+    """`insert_events` writes each id once, whether stored before or repeated in the
+    batch (the first of equal ids wins), and answers the ids it wrote."""
+    store = open_store()
+    with store.write() as tx:
+        assert tx.insert_event(event("e-0")) is True
+        assert tx.insert_events([]) == set()
+    first, second = event("e-2", admitted=at(2)), event("e-2", "nightly", admitted=at(3))
+    batch = [event("e-1", admitted=at(1)), event("e-0", "nightly"), first, second]
+    with store.write() as tx:
+        assert tx.insert_events(batch) == {"e-1", "e-2"}
+        assert tx.insert_events([event("e-1"), event("e-3", admitted=at(4))]) == {"e-3"}
+    with store.read() as tx:
+        assert [e.event_id for e in tx.unplanned_events(10)] == ["e-0", "e-1", "e-2", "e-3"]
+        assert tx.get_event("e-2") == first
+        assert tx.get_event("e-0") == event("e-0")
+
+
 def test_one_run_per_idempotency_key(open_store: Factory) -> None:
     """Two runs with one idempotency key converge on the first."""
     store = open_store()
@@ -688,6 +706,28 @@ def test_recovery_requeues_or_fails_a_run_whose_lease_it_saw(open_store: Factory
 
 
 # ---- journal and outbox ----------------------------------------------------------------
+
+
+def test_journal_appended_in_bulk_reads_back_in_order(open_store: Factory) -> None:
+    """`append_journals` appends whole entries in their order, after what was there,
+    and a rolled-back transaction appends none of them."""
+    store = open_store()
+    entries = [
+        JournalEntry(at(1), "event", f"e-{n}", "admitted", "github", None, "admitted", "h", "",
+                     {"n": n, "loop": None})
+        for n in range(3)
+    ]  # fmt: skip
+    with store.write() as tx:
+        tx.append_journal(JournalEntry(at(0), "run", "run-1", "x", "system"))
+        tx.append_journals([])
+        tx.append_journals(entries)
+    with pytest.raises(RuntimeError), store.write() as tx:
+        tx.append_journals(entries)
+        raise RuntimeError("boom")
+    with store.read() as tx:
+        found = tx.list_journal(10)
+    assert [dataclasses.replace(e, seq=None) for e in found[1:]] == entries
+    assert [e.seq for e in found] == sorted({e.seq for e in found})
 
 
 def test_journal_reads_back_by_entity_and_position(open_store: Factory) -> None:
@@ -1958,7 +1998,7 @@ def test_a_batch_writes_each_row_as_its_one_row_operation(open_store: Factory) -
         tx.insert_proposals([proposal(f"p-{i}", f"e-{i}", "nightly") for i in range(3)])
         tx.insert_skips([SkipRecord("nightly", at(0), at(1), 2, "too_late", at(2))])
         tx.advance_cursors([("nightly", at(3), at(3))], at(3))
-        tx.append_journal_many(entries)
+        tx.append_journals(entries)
         tx.insert_events([])  # nothing to write is no statement
     with store.read() as tx:
         assert [tx.get_event(e.event_id) for e in events] == events

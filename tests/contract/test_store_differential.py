@@ -46,9 +46,18 @@ json_values = st.one_of(
 )
 
 
+def _record(eid: str, loop: str | None, at: str, occurred: str) -> EventRecord:
+    return EventRecord(eid, "t", "s", "subj", occurred, eid, {"k": [1]}, loop, at, "inject")
+
+
 def _event(eid: str, loop: str | None, at: str, occurred: str) -> Step:
-    record = EventRecord(eid, "t", "s", "subj", occurred, eid, {"k": [1]}, loop, at, "inject")
+    record = _record(eid, loop, at, occurred)
     return lambda tx: tx.insert_event(record)
+
+
+def _events(specs: list[tuple[str, str | None, str]]) -> Step:
+    records = [_record(eid, loop, at, at) for eid, loop, at in specs]
+    return lambda tx: tx.insert_events(records)
 
 
 def _decision(eid: str, kind: str, at: str) -> Step:
@@ -99,6 +108,7 @@ def _notify(key: str, state: str, at: str) -> Step:
 
 steps: st.SearchStrategy[Step] = st.one_of(
     st.builds(_event, events, loops, times, times),
+    st.lists(st.tuples(events, loops, times), max_size=4).map(_events),
     events.map(lambda e: lambda tx: tx.mark_planned(e)),
     st.builds(_decision, events, st.sampled_from(["run", "noop"]), times),
     st.builds(
@@ -191,6 +201,13 @@ steps: st.SearchStrategy[Step] = st.one_of(
         events,
         st.sampled_from(["x", "y"]),
         times,
+    ),
+    st.lists(st.tuples(events, st.sampled_from(["x", "y"]), times), max_size=3).map(
+        lambda specs: (
+            lambda tx: tx.append_journals(
+                [JournalEntry(t, "event", e, a, "system") for e, a, t in specs]
+            )
+        )
     ),
     st.builds(lambda t: lambda tx: tx.enqueue_outbox({"e": 1}, None, "chain", t), times),
     st.builds(lambda s, t: lambda tx: tx.mark_published(s, t), st.integers(1, 3), times),

@@ -11,12 +11,15 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from engine.api import bodies
 from engine.api.bodies import envelopes, model_body, parse_json
 from engine.api.routes import github as github_route
 from engine.api.routes.operate import ApproveBody, CancelBody, DecideFindingBody, RejectBody
@@ -98,6 +101,29 @@ def test_any_body_parses_or_is_a_typed_4xx(body: bytes) -> None:
     data = typed_4xx(parse_json, body)
     if data is not None:
         json.dumps(data, allow_nan=False, ensure_ascii=False).encode()
+
+
+def outcome(body: bytes) -> tuple[object, ...]:
+    """What parse_json answers: the value (by repr, so 1 and 1.0 or -0.0 and 0.0
+    differ), or the error's status, code and message."""
+    try:
+        return ("value", repr(parse_json(body)))
+    except EngineError as err:
+        return ("error", err.status, err.code, err.message)
+
+
+def _refuse(body: bytes) -> object:
+    raise msgspec.DecodeError("refused, so that the standard library decides")
+
+
+@settings(max_examples=400, deadline=None)
+@given(odd_bodies)
+def test_the_fast_decoder_reads_every_body_as_the_standard_library_does(body: bytes) -> None:
+    """parse_json's fast path (msgspec) answers every body, valid or not, exactly as
+    the standard library's json alone would: the same value or the same refusal."""
+    fast = outcome(body)
+    with mock.patch.object(bodies, "_FAST", SimpleNamespace(decode=_refuse)):
+        assert outcome(body) == fast
 
 
 @settings(max_examples=300, deadline=None)

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from engine.api.auth import OPERATOR_HEADER, inject_actor, is_loopback
 from engine.api.bodies import parse_json, read_body
-from engine.api.context import call, reply, service, settings, wake
+from engine.api.context import INLINE_BYTES, admit, call, reply, service, settings
 from engine.api.settings import GITHUB_SECRET_ENV
 from engine.core.decisions import Actor
 from engine.errors import BadRequest, Forbidden, Unauthorized, Unprocessable
@@ -31,9 +31,6 @@ from engine.service import Admission, Service
 EVENT_HEADER = "X-GitHub-Event"
 DELIVERY_HEADER = "X-GitHub-Delivery"
 SIGNATURE_HEADER = "X-Hub-Signature-256"
-# Bodies up to this size are parsed and translated on the event loop (tens of µs);
-# larger ones, up to GitHub's 25 MB, in a thread so the loop never stalls.
-INLINE_BYTES = 256 * 1024
 
 _JSON_NAMES = {
     list: "an array",
@@ -99,9 +96,7 @@ async def _deliver(request: web.Request, body: bytes, actor: str) -> web.Respons
     if isinstance(outcome, Rejected):
         log.info("github %s %s rejected: %s", kind, delivery, "; ".join(outcome.errors))
         raise _rejected(outcome.reason, list(outcome.errors))
-    admission = await _admit(engine, outcome, actor)
-    if admission.admitted:
-        wake(request)
+    admission = await _admit(request, outcome, actor, len(body))
     return reply(admission.as_dict(), 202 if admission.admitted else 200)
 
 
@@ -119,10 +114,11 @@ def _translate(engine: Service, kind: str, delivery: str, body: bytes) -> Transl
     return translate(engine.rt.rules, kind, delivery, payload, engine.rt.clock())
 
 
-async def _admit(engine: Service, outcome: Admit, actor: str) -> Admission:
+async def _admit(request: web.Request, outcome: Admit, actor: str, size: int) -> Admission:
     """Admit the translated envelope; a payload outside its type's schema is a 422."""
     try:
-        return await call(engine.admit, outcome.envelope, actor)
+        (admission,) = await admit(request, [outcome.envelope], actor, size)
+        return admission
     except Unprocessable as err:
         reason = str(err.details.get("reason", Reason.MALFORMED_PAYLOAD))
         raise _rejected(reason, err.errors, err.message) from None

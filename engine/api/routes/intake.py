@@ -1,9 +1,10 @@
 """Admission over HTTP: `POST /events` (signed envelopes from another system, actor
 `bridge` whatever the envelope's `source` says) and `POST /inject` (loopback peers
 only, actor `inject`, or the operator whose token the request carries). Both take one
-envelope or a list; a list is admitted in one transaction. The actor comes from how the
-request was authenticated: an envelope never names its own actor, so it can never pose
-as the scheduler, a chain, GitHub or an operator."""
+envelope or a list; a list is admitted in one transaction (the intake's group commit,
+docs/architecture.md#intake-group-commit). The actor comes from how the request was
+authenticated: an envelope never names its own actor, so it can never pose as the
+scheduler, a chain, GitHub or an operator."""
 
 from __future__ import annotations
 
@@ -12,20 +13,15 @@ from aiohttp import web
 from engine.api import signing
 from engine.api.auth import OPERATOR_HEADER, inject_actor, require_loopback
 from engine.api.bodies import envelopes, parse_json, read_body
-from engine.api.context import call, reply, service, settings, wake
+from engine.api.context import admit, reply, settings
 from engine.core.decisions import Actor
-from engine.core.envelope import Envelope
-from engine.service import Admission
 
 routes = web.RouteTableDef()
 
 
-async def _admit(
-    request: web.Request, found: list[Envelope], batch: bool, actor: str
-) -> web.Response:
-    results: list[Admission] = await call(service(request).admit_many, found, actor)
-    if any(r.admitted for r in results):
-        wake(request)
+async def _admit(request: web.Request, body: bytes, actor: str) -> web.Response:
+    found, batch = envelopes(parse_json(body))
+    results = await admit(request, found, actor, len(body))
     status = 202 if any(r.admitted for r in results) else 200
     return reply([r.as_dict() for r in results] if batch else results[0].as_dict(), status)
 
@@ -43,8 +39,7 @@ async def post_events(request: web.Request) -> web.Response:
         config.wall_clock(),
         config.staleness_seconds,
     )
-    found, batch = envelopes(parse_json(body))
-    return await _admit(request, found, batch, Actor.BRIDGE.value)
+    return await _admit(request, body, Actor.BRIDGE.value)
 
 
 @routes.post("/inject")
@@ -56,5 +51,4 @@ async def post_inject(request: web.Request) -> web.Response:
         settings(request).operators, headers.get("Authorization"), headers.get(OPERATOR_HEADER)
     )
     body = await read_body(request, settings(request).body_limit)
-    found, batch = envelopes(parse_json(body))
-    return await _admit(request, found, batch, actor)
+    return await _admit(request, body, actor)

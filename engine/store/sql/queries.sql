@@ -140,6 +140,13 @@ VALUES (:at, :entity, :entity_id, :action, :from_state, :to_state, :actor,
         :rules_digest, :note, :data)
 RETURNING seq;
 
+-- name: insert_journal
+-- append_journal for many entries at once (executemany: no seq is returned).
+INSERT INTO journal (at, entity, entity_id, action, from_state, to_state, actor,
+                     rules_digest, note, data)
+VALUES (:at, :entity, :entity_id, :action, :from_state, :to_state, :actor,
+        :rules_digest, :note, :data);
+
 -- name: list_journal
 SELECT * FROM journal
 WHERE (CAST(:entity AS TEXT) IS NULL OR entity = :entity) AND (CAST(:entity_id AS TEXT) IS NULL OR entity_id = :entity_id)
@@ -442,10 +449,3 @@ ORDER BY created_at, proposal_id;
 -- caller keeps each (loop, repo)'s own, as active_occurrences would give them.
 SELECT * FROM occurrences
 WHERE loop IN (SELECT value FROM json_each(:keys)) AND state IN (SELECT value FROM json_each(:states));
-
--- name: append_journal_row
--- append_journal without the seq it was given, for executemany.
-INSERT INTO journal (at, entity, entity_id, action, from_state, to_state, actor,
-                     rules_digest, note, data)
-VALUES (:at, :entity, :entity_id, :action, :from_state, :to_state, :actor,
-        :rules_digest, :note, :data);
