@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from engine.core.decisions import Actor
+from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.envelope import Envelope, iso
 from engine.core.planner import loop_of
 from engine.core.records import EventRecord
@@ -97,9 +97,9 @@ def admit_record(
         return None
     rt.journal(
         tx,
-        "event",
+        Entity.EVENT,
         row.event_id,
-        "admitted",
+        JournalAction.ADMITTED,
         actor,
         to_state="admitted",
         at=at,

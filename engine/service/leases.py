@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.records import RunRecord
+from engine.core.states import RunState, RunTrigger
 from engine.service import executions, occurrences
 from engine.service.context import Runtime
 from engine.service.executions import Pending
@@ -56,28 +58,29 @@ def _expire(rt: Runtime, tx: Tx, run: RunRecord, apply: bool) -> str:
     while attempts remain, else fail it. The state it goes to."""
     definition = definition_of(rt, run.definition)
     mutating = definition is None or definition.mutating
-    target = "queued" if not mutating and run.attempts < MAX_ATTEMPTS else "failed"
+    target = RunState.QUEUED if not mutating and run.attempts < MAX_ATTEMPTS else RunState.FAILED
     if not apply:
         return target
-    state = rt.lifecycle.run(run.state, "expire_lease", attempts_remain=target == "queued")
+    left = 0 if mutating else MAX_ATTEMPTS - run.attempts
+    state = rt.lifecycle.run(run.state, RunTrigger.EXPIRE_LEASE, attempts_left=left)
     why = "lease expired" + (
         ""
-        if target == "queued"
+        if target == RunState.QUEUED
         else ("; mutating runs are not re-executed" if mutating else f"; {run.attempts} attempts")
     )
     if tx.recover_run(run, state, rt.now(), why):
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             run.run_id,
-            "lease_expired",
-            "system",
+            JournalAction.LEASE_EXPIRED,
+            Actor.SYSTEM,
             from_state=run.state,
             to_state=state,
             note=why,
             data={"worker": run.lease_owner},
         )
-        if state != "queued":
+        if state != RunState.QUEUED:
             lost = tx.get_run(run.run_id)
             assert lost is not None
             occurrences.settle(rt, tx, lost, state, None, True, rt.now())
@@ -89,7 +92,7 @@ def _from_file(rt: Runtime, tx: Tx, run: RunRecord, pending: Pending) -> RunReco
     database stayed away, before it recorded it): journaled `finished` by `system`."""
     note = f"recorded from the result file worker:{pending.worker} left"
     data: dict[str, object] = {"recordedFrom": executions.PENDING, "worker": pending.worker}
-    return record(rt, tx, run, pending.execution, pending.ended_at, "system", data, note)
+    return record(rt, tx, run, pending.execution, pending.ended_at, Actor.SYSTEM, data, note)
 
 
 def record_pending(rt: Runtime, worker: str, limit: int = 1000) -> list[RunRecord]:
@@ -98,7 +101,7 @@ def record_pending(rt: Runtime, worker: str, limit: int = 1000) -> list[RunRecor
     restarted worker with the same id), or a worker whose lease expired. The runs
     recorded."""
     with rt.store.read() as tx:
-        running = tx.list_runs(limit, "running")
+        running = tx.list_runs(limit, RunState.RUNNING)
     recorded = []
     for run in running:
         pending = executions.read(rt.artifacts / run.run_id)

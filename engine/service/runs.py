@@ -10,11 +10,12 @@ from enum import StrEnum
 
 from engine.core import authority, chains
 from engine.core.decide import envelope_of
-from engine.core.decisions import is_human
+from engine.core.decisions import Actor, Entity, JournalAction, is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import LEASED, RunRecord
 from engine.core.registry import Definition
 from engine.core.ruleset import DefinitionRef
+from engine.core.states import RunState, RunTrigger
 from engine.errors import Conflict, Forbidden, NotFound, Unprocessable
 from engine.service import occurrences
 from engine.service.admission import admit_in, check
@@ -53,11 +54,11 @@ def claim(rt: Runtime, worker: str, lease_seconds: float) -> RunRecord | None:
         if run is not None:
             rt.journal(
                 tx,
-                "run",
+                Entity.RUN,
                 run.run_id,
-                "claimed",
+                JournalAction.CLAIMED,
                 f"worker:{worker}",
-                from_state="queued",
+                from_state=RunState.QUEUED,
                 to_state=run.state,
                 data={"attempt": run.attempts, "lease": run.lease_expires_at},
             )
@@ -69,7 +70,7 @@ def start(rt: Runtime, run: RunRecord, worker: str) -> Start:
     (engine.core.authority); a refused run is failed and journaled, never executed."""
     with rt.store.write(exclusive=False) as tx:
         current = tx.get_run(run.run_id)
-        if current is None or not _holds(current, worker, "claimed"):
+        if current is None or not _holds(current, worker, RunState.CLAIMED):
             return Start.LOST
         if authority.check(authority_facts(tx, current), rt.rules).allowed:
             return _start(rt, tx, current, worker)
@@ -87,16 +88,22 @@ def authority_facts(tx: Tx, run: RunRecord) -> authority.RunFacts:
     approvers: tuple[str, ...] = ()
     if proposal is not None:
         entries = tx.list_journal(1000, 0, "proposal", proposal.proposal_id)
-        approvers = tuple(e.actor for e in entries if e.action == "approved")
+        approvers = tuple(e.actor for e in entries if e.action == JournalAction.APPROVED)
     return authority.RunFacts(run, tx.get_event(run.event_id), proposal, approvers)
 
 
 def _start(rt: Runtime, tx: Tx, run: RunRecord, worker: str) -> Start:
-    state = rt.lifecycle.run(run.state, "start")
+    state = rt.lifecycle.run(run.state, RunTrigger.START)
     if not tx.start_run(run.run_id, worker, rt.now()):
         return Start.LOST
     rt.journal(
-        tx, "run", run.run_id, "started", f"worker:{worker}", from_state=run.state, to_state=state
+        tx,
+        Entity.RUN,
+        run.run_id,
+        JournalAction.STARTED,
+        f"worker:{worker}",
+        from_state=run.state,
+        to_state=state,
     )
     return Start.STARTED
 
@@ -107,21 +114,21 @@ def _refuse(rt: Runtime, run: RunRecord, worker: str) -> Start:
     the occurrence waits for a person (`human_attention_required`), never a retry."""
     with rt.store.write() as tx:
         current = tx.get_run(run.run_id)
-        if current is None or not _holds(current, worker, "claimed"):
+        if current is None or not _holds(current, worker, RunState.CLAIMED):
             return Start.LOST
         verdict = authority.check(authority_facts(tx, current), rt.rules)
         if verdict.refusal is None:
             return _start(rt, tx, current, worker)
-        state = rt.lifecycle.run(current.state, "fail")
+        state = rt.lifecycle.run(current.state, RunTrigger.FAIL)
         at = rt.now()
         error = f"refused by the worker ({verdict.refusal}): {verdict.note}; nothing was run"
         if not tx.finish_run(current.run_id, worker, state, at, None, None, error, None):
             return Start.LOST
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             current.run_id,
-            "refused",
+            JournalAction.REFUSED,
             f"worker:{worker}",
             from_state=current.state,
             to_state=state,
@@ -147,12 +154,12 @@ def judge(
     outcome) is recorded with the definition's FAILED outcome when it declares one (so
     chains on FAILED still see it); `adapter_failed` tells the two apart."""
     if definition is None:
-        return "fail", None, "the definition is no longer in the rules"
+        return RunTrigger.FAIL, None, "the definition is no longer in the rules"
     failed = "FAILED" if "FAILED" in definition.outcomes else None
     if ex.timed_out:
-        return "time_out", None, ex.error or f"timed out after {definition.timeout}"
+        return RunTrigger.TIME_OUT, None, ex.error or f"timed out after {definition.timeout}"
     if ex.result is None:
-        return "fail", failed, ex.error or "the run produced no result"
+        return RunTrigger.FAIL, failed, ex.error or "the run produced no result"
     problems = rt.validators.contract_errors(definition.output_contract, ex.result)
     if problems:
         return (
@@ -162,8 +169,8 @@ def judge(
         )
     outcome = str(ex.result.get("outcome"))
     if outcome not in definition.outcomes:
-        return "fail", failed, f"outcome '{outcome}' is not declared by {definition.ref}"
-    return ("fail" if outcome == "FAILED" else "succeed"), outcome, ex.error
+        return RunTrigger.FAIL, failed, f"outcome '{outcome}' is not declared by {definition.ref}"
+    return (RunTrigger.FAIL if outcome == "FAILED" else RunTrigger.SUCCEED), outcome, ex.error
 
 
 def finish(
@@ -198,9 +205,9 @@ def late_result(rt: Runtime, run: RunRecord, worker: str, ex: Execution, at: str
         state = current.state if current is not None else "gone"
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             run.run_id,
-            "late_result",
+            JournalAction.LATE_RESULT,
             f"worker:{worker}",
             note=f"the execution ended ({what}) after the lease was lost; the run stays {state}",
             at=at,
@@ -229,9 +236,9 @@ def record(
         return None
     rt.journal(
         tx,
-        "run",
+        Entity.RUN,
         current.run_id,
-        "finished",
+        JournalAction.FINISHED,
         actor,
         from_state=current.state,
         to_state=state,
@@ -287,27 +294,29 @@ def _chain(
     if resolved.stop:
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             run.run_id,
-            "chain_stopped",
-            "chain",
+            JournalAction.CHAIN_STOPPED,
+            Actor.CHAIN,
             note=f"{outcome} stops ({resolved.rule})",
             at=at,
         )
     for envelope in resolved.envelopes:
-        tx.enqueue_outbox(envelope.model_dump(mode="json"), run.run_id, "chain", at)
+        tx.enqueue_outbox(envelope.model_dump(mode="json"), run.run_id, Actor.CHAIN, at)
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             run.run_id,
-            "chained",
-            "chain",
+            JournalAction.CHAINED,
+            Actor.CHAIN,
             at=at,
             note=f"{outcome} -> {envelope.type}",
             data={"eventId": envelope.eventId, "rule": resolved.rule},
         )
     for problem in resolved.errors:
-        rt.journal(tx, "run", run.run_id, "chain_error", "chain", note=problem, at=at)
+        rt.journal(
+            tx, Entity.RUN, run.run_id, JournalAction.CHAIN_ERROR, Actor.CHAIN, note=problem, at=at
+        )
 
 
 def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
@@ -320,16 +329,16 @@ def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
         run = tx.get_run(run_id)
         if run is None:
             raise NotFound(f"no run '{run_id}'")
-        state = rt.lifecycle.run(run.state, "cancel")
+        state = rt.lifecycle.run(run.state, RunTrigger.CANCEL)
         at = rt.now()
         why = note or f"cancelled by {actor}"
         if not tx.cancel_run(run_id, run.state, at, why):
             raise Conflict(f"run '{run_id}' moved on while cancelling it; try again")
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             run_id,
-            "cancelled",
+            JournalAction.CANCELLED,
             actor,
             from_state=run.state,
             to_state=state,
@@ -354,9 +363,9 @@ def publish_outbox(rt: Runtime, limit: int = 500) -> int:
             except (Unprocessable, ValueError) as err:
                 rt.journal(
                     tx,
-                    "run",
+                    Entity.RUN,
                     item.origin_run or "-",
-                    "chain_refused",
+                    JournalAction.CHAIN_REFUSED,
                     item.actor,
                     at=at,
                     note=str(err),
