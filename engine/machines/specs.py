@@ -11,14 +11,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from engine.core.machines import (
-    RUN_MACHINE,
-    Machine,
-    Profile,
-    occurrence_machine,
-    proposal_machine,
-)
+from engine.core.machines import RUN_MACHINE, Profile, occurrence_machine, proposal_machine
 from engine.core.states import MachineKind
+from engine.core.table import Machine
 
 
 @dataclass(frozen=True, slots=True)

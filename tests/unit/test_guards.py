@@ -12,7 +12,7 @@ import pytest
 
 from engine.core.decisions import Actor
 from engine.core.envelope import Envelope, iso
-from engine.core.machines import ConditionFailed
+from engine.core.table import ConditionFailed
 from engine.core.validation import Validators
 from engine.loading import Paths, load_rules
 from engine.service.admission import admit_record

@@ -21,15 +21,9 @@ from transitions import MachineError
 from engine.core.decisions import Actor, operator_actor
 from engine.core.machines import (
     ALL_PROFILES,
-    CONDITIONS,
     RUN_MACHINE,
-    ConditionFailed,
-    IllegalTransition,
     Lifecycle,
-    Machine,
-    MissingFact,
     Profile,
-    StepFacts,
     event_type_profile,
     loop_profile,
     occurrence_machine,
@@ -44,6 +38,14 @@ from engine.core.states import (
     ProposalState,
     RunState,
     RunTrigger,
+)
+from engine.core.table import (
+    CONDITIONS,
+    ConditionFailed,
+    IllegalTransition,
+    Machine,
+    MissingFact,
+    StepFacts,
 )
 from engine.errors import Conflict, EngineError
 from engine.loading import Paths, default_paths, load_rules, project_root
@@ -113,7 +115,7 @@ def test_pure_modules_import_no_library_io_or_clock() -> None:
     """The tables and the data modules import neither transitions nor asyncio, sqlite3
     or a clock."""
     banned = {"transitions", "asyncio", "sqlite3", "time", "datetime"}
-    for name in ("core/states", "core/machines", "machines/specs", "machines/errors"):
+    for name in ("core/states", "core/machines", "core/table", "machines/specs", "machines/errors"):
         roots = {m.split(".")[0] for m in _imports(ROOT / "engine" / f"{name}.py")}
         assert not roots & banned, name
 
