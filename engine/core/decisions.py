@@ -93,6 +93,8 @@ class JournalAction(StrEnum):
     TRIGGER_REFUSED = "trigger_refused"
     FOLLOW_UP = "follow_up"  # occurrence: one tick for the coalesced triggers
     CONCLUDED = "concluded"
+    RETRY_SCHEDULED = "retry_scheduled"  # occurrence: waits for its retry
+    CONFLICT_WAIT = "conflict_wait"  # occurrence: waits out a conflict
     RECOVERED = "recovered"
     REDISPATCHED = "redispatched"
     OPENED = "opened"  # proposal
