@@ -13,6 +13,7 @@ from engine.api import wire
 from engine.bootstrap import database_exists, database_path, open_service
 from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
 from engine.cli.render import Column, fields, guarded, output, table
+from engine.core.decisions import Entity
 from engine.core.states import RunState
 from engine.errors import NotFound
 from engine.service import Service
@@ -23,7 +24,7 @@ database, or invalid rules (diagnostics on stderr); 2 usage (bad arguments, a ba
 --as name, a missing rules directory)"""
 
 RUN_STATES = sorted({*(s.value for s in RunState), "all"})
-ENTITIES = ("event", "occurrence", "proposal", "run", "loop", "finding")
+ENTITIES = tuple(str(e) for e in Entity)
 
 
 def positive(text: str) -> int:

@@ -33,7 +33,9 @@ COLUMNS: list[Column] = [
 def register(sub: Any) -> None:
     p = parser_for(sub, "proposals", "list proposals (open by default), or show one", LIST)
     p.add_argument("id", nargs="?", metavar="ID", help="show this proposal")
-    p.add_argument("--state", choices=STATES, default="open", help="(default: %(default)s)")
+    p.add_argument(
+        "--state", choices=STATES, default=ProposalState.OPEN.value, help="(default: %(default)s)"
+    )
     p.add_argument("--limit", type=positive, default=50, help="(default: %(default)s)")
     add_db_options(p)
     p.set_defaults(handler=guarded(run_proposals))

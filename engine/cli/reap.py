@@ -17,6 +17,7 @@ from engine.bootstrap import database_path, open_service
 from engine.cli import exits
 from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
 from engine.core.durations import DurationError, parse_duration
+from engine.core.states import RunState
 from engine.errors import EngineError
 
 
@@ -78,7 +79,7 @@ def handler(args: argparse.Namespace) -> int:
 
 def summary(report: dict[str, Any]) -> str:
     leases = report["leases"]
-    requeued = sum(1 for lease in leases if lease["to"] == "queued")
+    requeued = sum(1 for lease in leases if lease["to"] == RunState.QUEUED)
     recorded = sum(1 for lease in leases if "recordedFrom" in lease)
     failed = len(leases) - requeued - recorded
     kept = f", {recorded} recorded from result files" if recorded else ""

@@ -18,7 +18,14 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
-from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason
+from engine.core.decisions import (
+    Actor,
+    Decision,
+    DecisionKind,
+    Entity,
+    JournalAction,
+    NoopReason,
+)
 from engine.core.effects import (
     Admit,
     Counters,
@@ -77,22 +84,39 @@ from engine.core.ruleset import (
     RuleSet,
     max_active,
 )
-from engine.core.states import ProposalState
+from engine.core.states import (
+    OccurrenceState,
+    OccurrenceTrigger,
+    ProposalState,
+    ProposalTrigger,
+    RunState,
+)
 from engine.core.ticks import idempotency_key, manual_tick
 from engine.core.triage import Triage, TriageDecision, TriageSnapshot, default_decision, triage
 from engine.core.triggers import Conclusion, after_tick, dependents, event_tick, fired_by
 
 
 class Machines(Protocol):
-    """The lifecycle machines compiled for the rule set (engine.service.lifecycle)."""
+    """The lifecycle tables of the rule set (engine.core.machines.Lifecycle); a guarded
+    move reads the fact given by keyword (whether a run is in flight, the actor)."""
 
     def occurrence(
-        self, loop: str | None, event_type: str, state: str, trigger: str, **conditions: bool
+        self,
+        loop: str | None,
+        event_type: str,
+        state: str,
+        trigger: str,
+        *,
+        in_flight: bool | None = None,
     ) -> str: ...
 
-    def proposed(self, human_only: bool, state: str, trigger: str, **conditions: bool) -> str: ...
+    def proposed(
+        self, human_only: bool, state: str, trigger: str, *, actor: str | None = None
+    ) -> str: ...
 
-    def proposal(self, human_only: bool, state: str, trigger: str, **conditions: bool) -> str: ...
+    def proposal(
+        self, human_only: bool, state: str, trigger: str, *, actor: str | None = None
+    ) -> str: ...
 
 
 # ---- facts ------------------------------------------------------------------------------
@@ -232,7 +256,7 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
     opened = OccurrenceRecord(
         event_id=event.event_id,
         loop=loop.name if loop is not None else event.loop,
-        state="created",
+        state=OccurrenceState.CREATED,
         updated_at=at,
         occurrence_key=ident.key,
         repo=ident.repo,
@@ -241,7 +265,7 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
     )
     if decision.kind is DecisionKind.NOOP:
         out.append(_record(rules, event, decision, at))
-        out.extend(_occurrence(machines, event, opened, decision, at, "noop"))
+        out.extend(_occurrence(machines, event, opened, decision, at, OccurrenceTrigger.NOOP))
         return tuple(out)
     definition = rules.definitions[ref_of(decision.definition)]
     if loop is not None:
@@ -277,7 +301,19 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
             out.extend(_after(rules, done, event.correlation_id or event.event_id, None, at))
         return tuple(out)
     reserved = reservation(loop, definition) if loop is not None else None
-    out.extend(_occurrence(machines, event, opened, decision, at, trigger, result, reserved))
+    out.extend(
+        _occurrence(
+            machines,
+            event,
+            opened,
+            decision,
+            at,
+            trigger,
+            result,
+            reserved,
+            in_flight=facts.in_flight,
+        )
+    )
     if decision.kind is DecisionKind.PROPOSE:
         out.extend(_propose(rules, machines, event, decision, facts, at))
     elif decision.kind is DecisionKind.RUN:
@@ -335,9 +371,9 @@ def _fired(rules: RuleSet, event: EventRecord, envelope: Envelope) -> list[Effec
         if firing.error is not None or firing.window is None:
             out.append(
                 Journal(
-                    "event",
+                    Entity.EVENT,
                     event.event_id,
-                    "trigger_failed",
+                    JournalAction.TRIGGER_FAILED,
                     Actor.SCHEDULE,
                     note=f"loop '{firing.loop.name}' not fired: {firing.error}",
                 )
@@ -349,9 +385,9 @@ def _fired(rules: RuleSet, event: EventRecord, envelope: Envelope) -> list[Effec
 
 
 _FOLDED = {
-    NoopReason.DUPLICATE_OCCURRENCE: "duplicate_occurrence",
-    NoopReason.COALESCED: "coalesced",
-    NoopReason.SKIPPED_ACTIVE: "skipped_active",
+    NoopReason.DUPLICATE_OCCURRENCE: JournalAction.DUPLICATE_OCCURRENCE,
+    NoopReason.COALESCED: JournalAction.COALESCED,
+    NoopReason.SKIPPED_ACTIVE: JournalAction.SKIPPED_ACTIVE,
 }
 
 
@@ -378,23 +414,40 @@ def _fold(
         loop.origin if loop else None,
         note,
     )
-    action = _FOLDED.get(reason, "returned_active")
+    action = _FOLDED.get(reason, JournalAction.RETURNED_ACTIVE)
     if reason is NoopReason.SKIPPED_ACTIVE:
         journal = Journal(
-            "event", event.event_id, action, "system", note=note, data={"active": into.event_id}
+            Entity.EVENT,
+            event.event_id,
+            action,
+            Actor.SYSTEM,
+            note=note,
+            data={"active": into.event_id},
         )
     else:
         journal = Journal(
-            "occurrence", into.event_id, action, "system", note=note, data={"event": event.event_id}
+            Entity.OCCURRENCE,
+            into.event_id,
+            action,
+            Actor.SYSTEM,
+            note=note,
+            data={"event": event.event_id},
         )
     return [_record(rules, event, decision, at), journal]
 
 
+_FAILED = (OccurrenceState.FAILED, OccurrenceState.TIMED_OUT)
 _TRIGGER = {
-    DecisionKind.NOOP: "noop",
-    DecisionKind.PROPOSE: "propose",
-    DecisionKind.RUN: "dispatch",
-    DecisionKind.SHADOW: "record_shadow",
+    DecisionKind.NOOP: OccurrenceTrigger.NOOP,
+    DecisionKind.PROPOSE: OccurrenceTrigger.PROPOSE,
+    DecisionKind.RUN: OccurrenceTrigger.DISPATCH,
+    DecisionKind.SHADOW: OccurrenceTrigger.RECORD_SHADOW,
+}
+_DECIDED = {
+    DecisionKind.NOOP: JournalAction.DECIDED_NOOP,
+    DecisionKind.PROPOSE: JournalAction.DECIDED_PROPOSE,
+    DecisionKind.RUN: JournalAction.DECIDED_RUN,
+    DecisionKind.SHADOW: JournalAction.DECIDED_SHADOW,
 }
 
 
@@ -409,12 +462,15 @@ def _occurrence(
     reserved: dict[str, int] | None = None,
     *,
     would_dispatch: str | None = None,
+    in_flight: bool | None = None,
 ) -> list[Effect]:
     """The new occurrence, moved from `created` through triage by `trigger` and opened
     in the state that leaves it, with the triage decision and its evidence; journaled
-    `decided:<kind>`."""
-    state = machines.occurrence(event.loop, event.type, "created", "triage")
-    state = machines.occurrence(event.loop, event.type, state, trigger, no_run_in_flight=True)
+    `decided:<kind>`. A singleton loop's decision to run reads `in_flight`."""
+    state = machines.occurrence(
+        event.loop, event.type, OccurrenceState.CREATED, OccurrenceTrigger.TRIAGE
+    )
+    state = machines.occurrence(event.loop, event.type, state, trigger, in_flight=in_flight)
     evidence = dict(result.evidence) if result is not None else {}
     if would_dispatch is not None:
         evidence["would_dispatch"] = would_dispatch
@@ -427,11 +483,11 @@ def _occurrence(
         finished_at=at if state in TERMINAL else None,
     )
     journal = Journal(
-        "occurrence",
+        Entity.OCCURRENCE,
         event.event_id,
-        f"decided:{decision.kind.value}",
-        "system",
-        from_state="created",
+        _DECIDED[decision.kind],
+        Actor.SYSTEM,
+        from_state=OccurrenceState.CREATED,
         to_state=state,
         note=decision.note,
         data={
@@ -475,8 +531,8 @@ def _gated(
     if result.decision is TriageDecision.RELEASE_READY:
         out.append(
             notice(
-                "occurrence",
-                "release_ready",
+                Entity.OCCURRENCE,
+                NoopReason.RELEASE_READY,
                 result.note,
                 at,
                 loop=occ.loop,
@@ -560,11 +616,11 @@ def _propose(
     if event.loop is not None:
         out.extend(_supersede_older(rules, machines, event, proposal.proposal_id, facts, at))
     opened = Journal(
-        "proposal",
+        Entity.PROPOSAL,
         proposal.proposal_id,
-        "opened",
-        "system",
-        to_state="open",
+        JournalAction.OPENED,
+        Actor.SYSTEM,
+        to_state=ProposalState.OPEN,
         note=decision.note,
         data={"event": event.event_id, "definition": decision.definition},
     )
@@ -592,26 +648,32 @@ def _supersede_older(
     out: list[Effect] = []
     for old in facts.open_proposals:
         proposal = old.proposal
-        state = machines.proposal(proposal.human_only, proposal.state, "supersede")
+        state = machines.proposal(proposal.human_only, proposal.state, ProposalTrigger.SUPERSEDE)
         then: list[Effect] = [
             Journal(
-                "proposal",
+                Entity.PROPOSAL,
                 proposal.proposal_id,
-                "superseded",
-                "system",
-                from_state="open",
+                JournalAction.SUPERSEDED,
+                Actor.SYSTEM,
+                from_state=ProposalState.OPEN,
                 to_state=state,
                 note=f"a newer slot of loop '{event.loop}' proposed {newer}",
             )
         ]
         occ = old.occurrence
-        if occ is not None and occ.state == "awaiting_approval":
+        if occ is not None and occ.state == OccurrenceState.AWAITING_APPROVAL:
+            trigger = OccurrenceTrigger.SUPERSEDE
             then.extend(
-                advanced(rules, machines, occ, proposal.human_only, "supersede", facts, at, old)
+                advanced(rules, machines, occ, proposal.human_only, trigger, facts, at, old)
             )
         out.append(
             DecideProposal(
-                proposal.proposal_id, "open", state, "system", f"superseded by {newer}", tuple(then)
+                proposal.proposal_id,
+                ProposalState.OPEN,
+                state,
+                Actor.SYSTEM,
+                f"superseded by {newer}",
+                tuple(then),
             )
         )
     return out
@@ -629,7 +691,7 @@ def advanced(
 ) -> list[Effect]:
     """Move a proposed occurrence (supersede): one that ends here releases its budget
     reservation and concludes, never as a failure of the loop."""
-    state = machines.proposed(human_only, occ.state, trigger, actor_is_human=True)
+    state = machines.proposed(human_only, occ.state, trigger, actor=Actor.SYSTEM)
     if state not in TERMINAL:
         return [Transition(occ.event_id, occ.state, {"state": state})]
     out: list[Effect] = [
@@ -662,17 +724,18 @@ def _auto_run(machines: Machines, event: EventRecord, decision: Decision, at: st
     assert decision.approved_by is not None
     actor = decision.approved_by
     proposal = _proposal(event, decision, at)
-    approved = machines.proposal(decision.human_only, "open", "approve", actor_is_human=False)
+    opened = ProposalState.OPEN
+    approved = machines.proposal(decision.human_only, opened, ProposalTrigger.APPROVE, actor=actor)
     journal = Journal(
-        "proposal",
+        Entity.PROPOSAL,
         proposal.proposal_id,
-        "approved",
+        JournalAction.APPROVED,
         actor,
-        from_state="open",
+        from_state=opened,
         to_state=approved,
         note=decision.note,
     )
-    approve = DecideProposal(proposal.proposal_id, "open", approved, actor, decision.note)
+    approve = DecideProposal(proposal.proposal_id, opened, approved, actor, decision.note)
     rule = str(decision.rule) if decision.rule else None
     return [
         Propose(proposal, decision.note, rule, then=(approve, journal)),
@@ -701,7 +764,7 @@ def queue(
             proposal_id=proposal_id,
             loop=event.loop,
             definition=definition,
-            state="queued",
+            state=RunState.QUEUED,
             approved_by=actor,
             attempts=0,
             lease_owner=None,
@@ -808,9 +871,9 @@ def pause(
     journaled with actor `schedule` and the reason, and notified."""
     then = (
         Journal(
-            "loop",
+            Entity.LOOP,
             loop.name,
-            "paused",
+            JournalAction.PAUSED,
             Actor.SCHEDULE,
             note=why,
             data={**data, "occurrence": occ.event_id},
@@ -849,16 +912,16 @@ def conclusion(
     success after a notified failure), pause the loop when the breaker trips, admit one
     follow-up tick for coalesced triggers, and fire the loops `after` this one."""
     failures, streak, quiet = state.consecutive_failures, state.nothing_streak, state.quiet_until
-    if occ.state == "cancelled" or not counts:
+    if occ.state == OccurrenceState.CANCELLED or not counts:
         pass  # an operator's cancel (or a stop) is neither a failure nor a success
-    elif occ.state == "completed":
+    elif occ.state == OccurrenceState.COMPLETED:
         failures, streak, quiet = 0, (streak + 1 if cls is FailureClass.NOTHING_TO_DO else 0), None
-    elif occ.state == "nothing_to_do":
+    elif occ.state == OccurrenceState.NOTHING_TO_DO:
         streak += 1
         if streak >= QUIET_AFTER:
             delay = backoff_delay(loop.policy.backoff, streak - QUIET_AFTER)
             quiet = iso(parse_iso(at) + timedelta(seconds=delay))
-    elif (cls in FAILURES) if cls is not None else occ.state in ("failed", "timed_out"):
+    elif (cls in FAILURES) if cls is not None else occ.state in _FAILED:
         # a run that failed (its retries used up included); a day's budget running out
         # before anything ran is not a failure of the loop
         failures += 1
@@ -870,7 +933,7 @@ def conclusion(
         out.append(
             notice("occurrence", occ.state, message, at, loop=loop.name, repo=occ.repo, links=links)
         )
-    elif occ.state == "completed" and last_notified in NOTIFIED_ENDS:
+    elif occ.state == OccurrenceState.COMPLETED and last_notified in NOTIFIED_ENDS:
         # what was last announced for this loop and repository was a failure: a success
         # is news (whatever reset the failure count meanwhile, e.g. an operator's resume)
         message = f"loop '{loop.name}' succeeded again"
@@ -898,9 +961,9 @@ def _follow_up(loop: Loop, occ: OccurrenceRecord, signals: int, at: str) -> list
     return [
         Outbox(tick.model_dump(mode="json"), None, Actor.SCHEDULE),
         Journal(
-            "occurrence",
+            Entity.OCCURRENCE,
             occ.event_id,
-            "follow_up",
+            JournalAction.FOLLOW_UP,
             Actor.SCHEDULE,
             note=f"{signals} coalesced triggers: one follow-up tick {tick.eventId}",
         ),

@@ -64,6 +64,68 @@ class Actor(StrEnum):
     BRIDGE = "bridge"  # a signed envelope from another system (POST /events, engine emit)
 
 
+class Entity(StrEnum):
+    """What a journal entry is about (persisted in the journal's `entity`)."""
+
+    EVENT = "event"
+    OCCURRENCE = "occurrence"
+    PROPOSAL = "proposal"
+    RUN = "run"
+    LOOP = "loop"
+    FINDING = "finding"
+
+
+class JournalAction(StrEnum):
+    """What a journal entry says happened (persisted in the journal's `action`; a
+    member's value never changes once released)."""
+
+    ADMITTED = "admitted"  # event: durably admitted
+    DECIDED_NOOP = "decided:noop"  # occurrence: planned, by decision kind
+    DECIDED_PROPOSE = "decided:propose"
+    DECIDED_RUN = "decided:run"
+    DECIDED_SHADOW = "decided:shadow"
+    DUPLICATE_OCCURRENCE = "duplicate_occurrence"  # event/occurrence: folded
+    COALESCED = "coalesced"
+    SKIPPED_ACTIVE = "skipped_active"
+    RETURNED_ACTIVE = "returned_active"
+    FIRED = "fired"  # event: a trigger that waits fired its loop
+    TRIGGER_FAILED = "trigger_failed"
+    TRIGGER_REFUSED = "trigger_refused"
+    FOLLOW_UP = "follow_up"  # occurrence: one tick for the coalesced triggers
+    CONCLUDED = "concluded"
+    RETRY_SCHEDULED = "retry_scheduled"  # occurrence: waits for its retry
+    CONFLICT_WAIT = "conflict_wait"  # occurrence: waits out a conflict
+    RECOVERED = "recovered"
+    REDISPATCHED = "redispatched"
+    OPENED = "opened"  # proposal
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+    QUEUED = "queued"  # run
+    CLAIMED = "claimed"
+    STARTED = "started"
+    FINISHED = "finished"
+    REFUSED = "refused"
+    CANCELLED = "cancelled"
+    LATE_RESULT = "late_result"
+    LEASE_EXPIRED = "lease_expired"
+    CHAINED = "chained"
+    CHAIN_ERROR = "chain_error"
+    CHAIN_REFUSED = "chain_refused"
+    CHAIN_STOPPED = "chain_stopped"
+    PAUSED = "paused"  # loop
+    RESUMED = "resumed"
+    ENABLED = "enabled"
+    DISABLED = "disabled"
+    CONVERGED = "converged"
+    PROBE_FAILING = "probe_failing"
+    RECORDED = "recorded"  # finding
+    SEEN_AGAIN = "seen_again"
+    PROMOTED = "promoted"
+    DISMISSED = "dismissed"
+
+
 # The fixed actors' names: never an operator's name, so `operator:schedule` cannot be
 # journaled as if a human called `schedule` had approved something.
 RESERVED_NAMES = frozenset(a.value for a in Actor)

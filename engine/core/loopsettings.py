@@ -15,6 +15,7 @@ from dsl.diagnostics import Collector, Span, did_you_mean
 from dsl.model import Arg, OnEvent, Setting, TriageDecl, TriageLine
 from engine.core.cron import cron_problem
 from engine.core.durations import DurationError, parse_duration
+from engine.core.machines import OCCURRENCE_TERMINAL
 from engine.core.ruleset import (
     Approval,
     Backoff,
@@ -35,7 +36,6 @@ from engine.core.triage import (
     TriageDecision,
     TriageRule,
 )
-from engine.machines.specs import OCCURRENCE_TERMINAL
 
 
 @dataclass
@@ -198,7 +198,7 @@ def _manual(d: Draft, s: Setting) -> None:
     _set_trigger(d, s, Trigger(TriggerKind.MANUAL))
 
 
-# What `after` filters on: the upstream occurrence's terminal states (engine/machines/specs.py).
+# What `after` filters on: the upstream occurrence's terminal states (engine/core/machines.py).
 CONCLUDED = tuple(str(state) for state in OCCURRENCE_TERMINAL)
 
 

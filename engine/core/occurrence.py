@@ -10,16 +10,18 @@ from datetime import timedelta
 from typing import Any
 
 from engine.core.decisions import NoopReason
+from engine.core.machines import OCCURRENCE_TERMINAL
 from engine.core.policy import stop_condition
 from engine.core.records import EventRecord
 from engine.core.registry import Definition
 from engine.core.ruleset import Loop, RuleSet
+from engine.core.states import OccurrenceState as St
+from engine.core.states import OccurrenceTrigger as Tr
 from engine.core.ticks import SLOT_SOURCES
 from engine.core.triage import Triage, TriageDecision, TriageSnapshot, unlimited_budget
 from engine.core.triggers import WAITING_SOURCES
-from engine.machines.specs import OCCURRENCE_TERMINAL
 
-ACTIVE = ("triaging", "waiting_for_resource", "work_dispatched", "verifying")
+ACTIVE = (St.TRIAGING, St.WAITING_FOR_RESOURCE, St.WORK_DISPATCHED, St.VERIFYING)
 TERMINAL = frozenset(str(s) for s in OCCURRENCE_TERMINAL)
 # Repeated nothing_to_do: after this many in a row the loop backs off quietly.
 QUIET_AFTER = 3
@@ -109,7 +111,7 @@ def minimal_snapshot(
 # Ends of an occurrence a person is told about (once per change of state; a success
 # after one of them is announced as `recovered`).
 NOTIFIED_ENDS = frozenset(
-    {"failed", "timed_out", "budget_exhausted", "external_blocker", "human_attention_required"}
+    {St.FAILED, St.TIMED_OUT, St.BUDGET_EXHAUSTED, St.EXTERNAL_BLOCKER, St.HUMAN_ATTENTION_REQUIRED}
 )
 
 # Stop conditions that wait for a person: the loop is paused until an operator resumes
@@ -141,21 +143,21 @@ def gate(
     budget (§11), in that order."""
     decision = result.decision
     if decision is TriageDecision.NOTHING_TO_DO:
-        return Gate(NoopReason.NOTHING_TO_DO, "noop", result.note)
+        return Gate(NoopReason.NOTHING_TO_DO, Tr.NOOP, result.note)
     if decision is TriageDecision.RELEASE_READY:
-        return Gate(NoopReason.RELEASE_READY, "noop", result.note)
+        return Gate(NoopReason.RELEASE_READY, Tr.NOOP, result.note)
     if decision is TriageDecision.CREATE_CANDIDATE_FINDING:
-        return Gate(NoopReason.CANDIDATE_RECORDED, "record_candidate", result.note)
+        return Gate(NoopReason.CANDIDATE_RECORDED, Tr.RECORD_CANDIDATE, result.note)
     if decision is TriageDecision.EXTERNAL_BLOCKER:
-        return Gate(NoopReason.EXTERNAL_BLOCKER, "block", result.note)
+        return Gate(NoopReason.EXTERNAL_BLOCKER, Tr.BLOCK, result.note)
     if decision in ESCALATING:
-        return Gate(NoopReason.HUMAN_ATTENTION_REQUIRED, "escalate", result.note)
+        return Gate(NoopReason.HUMAN_ATTENTION_REQUIRED, Tr.ESCALATE, result.note)
     if definition.mutating:
         stopped = stopped_by(rules, loop, snap)
         if stopped is not None:
             return Gate(
                 NoopReason.STOPPED,
-                "cancel",
+                Tr.CANCEL,
                 f"stop condition {stopped}: mutation work is not dispatched",
                 stopped,
             )
@@ -164,11 +166,11 @@ def gate(
         wall_left = snap.budget.get("daily_wall_clock_left")
         need = reservation(loop, definition)["wall_clock_seconds"]
         if left is not None and left < 1:
-            return Gate(NoopReason.BUDGET_EXHAUSTED, "exhaust_budget", "daily-runs budget used up")
+            return Gate(NoopReason.BUDGET_EXHAUSTED, Tr.EXHAUST_BUDGET, "daily-runs budget used up")
         if wall_left is not None and wall_left < need:
             return Gate(
                 NoopReason.BUDGET_EXHAUSTED,
-                "exhaust_budget",
+                Tr.EXHAUST_BUDGET,
                 f"daily-wall-clock budget: {wall_left}s left, a run may take {need}s",
             )
     return None

@@ -34,9 +34,9 @@ MAX_CONFLICT_WAITS = 20
 
 
 class Machines(Protocol):
-    """The step of an occurrence whose work was dispatched (engine.service.lifecycle)."""
+    """The step of an occurrence whose work was dispatched (engine.core.machines.Lifecycle)."""
 
-    def dispatched(self, state: str, trigger: str, **conditions: bool) -> str: ...
+    def dispatched(self, state: str, trigger: str) -> str: ...
 
 
 # ---- inputs and facts ---------------------------------------------------------------------

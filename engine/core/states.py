@@ -2,7 +2,7 @@
 
 Every value is a stable string: it is persisted in the database and the journal, and
 shown in diagrams, so a member's value never changes once released. Pure data; the
-tables that connect these names live in `engine.machines.specs`."""
+tables that connect these names live in `engine.core.machines`."""
 
 from __future__ import annotations
 

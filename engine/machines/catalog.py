@@ -1,19 +1,19 @@
 """`Machines`: the compiled lifecycles of one rule set, built once per load.
 
-The runtime asks for the machines of a loop's tick (`for_loop`) or of an event no loop
-emitted (`for_event_type`) and fires triggers through their tables. Machines are
-compiled once per distinct profile and shared; looking one up is a dict access."""
+`engine diagram` asks for the machines of a loop's tick (`for_loop`) or of an event no
+loop emitted (`for_event_type`); the runtime fires the core tables they are built from
+(engine.core.machines). Machines are compiled once per distinct profile and shared."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from engine.core.machines import Profile, event_type_profile, loop_profile
 from engine.core.ruleset import RuleSet
 from engine.machines.compiled import CompiledMachine, compile_spec
 from engine.machines.errors import UnknownMachine
-from engine.machines.profiles import event_type_profiles, loop_profiles
-from engine.machines.specs import Profile, occurrence_spec, proposal_spec, run_spec
+from engine.machines.specs import occurrence_spec, proposal_spec, run_spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +51,9 @@ class Machines:
         def get(profile: Profile) -> Lifecycle:
             return cache.setdefault(profile, lifecycle(profile))
 
-        loops = {n: get(p) for n, p in loop_profiles(rules).items()}
-        event_types = {t: get(p) for t, p in event_type_profiles(rules).items()}
+        loops = {n: get(loop_profile(rules, loop)) for n, loop in sorted(rules.loops.items())}
+        types = sorted(set(rules.event_types) | set(rules.routes))
+        event_types = {t: get(event_type_profile(rules, t)) for t in types}
         return cls(loops, event_types)
 
     def for_loop(self, name: str) -> Lifecycle:

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from engine.core.machines import DEFAULT_PROFILE, Profile
 from engine.core.states import MachineKind
 from engine.machines.catalog import Machines, lifecycle
 from engine.machines.compiled import CompiledMachine
 from engine.machines.errors import DiagramUnavailable, UnknownMachine
-from engine.machines.specs import DEFAULT_PROFILE, Profile
 
 
 class DiagramFormat(StrEnum):

@@ -16,6 +16,7 @@ from engine.core.records import (
     ProposalRecord,
     RunRecord,
 )
+from engine.core.states import ProposalState
 from engine.errors import NotFound
 from engine.service import (
     admission,
@@ -235,7 +236,9 @@ class Service:
             raise NotFound(f"no proposal '{proposal_id}'")
         return found
 
-    def proposals(self, limit: int = 50, state: str | None = "open") -> list[ProposalRecord]:
+    def proposals(
+        self, limit: int = 50, state: str | None = ProposalState.OPEN
+    ) -> list[ProposalRecord]:
         with self.rt.store.read() as tx:
             return tx.list_proposals(limit, state)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from engine.core.decisions import Actor
+from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.envelope import Envelope, iso
 from engine.core.planner import loop_of
 from engine.core.records import EventRecord, JournalEntry
@@ -103,9 +103,9 @@ def admitted_entry(rt: Runtime, row: EventRecord) -> JournalEntry:
     """The journal entry of an admission: `event <id> admitted` by its actor."""
     return JournalEntry(
         at=row.admitted_at,
-        entity="event",
+        entity=Entity.EVENT,
         entity_id=row.event_id,
-        action="admitted",
+        action=JournalAction.ADMITTED,
         actor=row.admitted_by,
         to_state="admitted",
         rules_digest=rt.rules.digest,

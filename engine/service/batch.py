@@ -43,7 +43,7 @@ from engine.core.records import (
 )
 from engine.errors import Unavailable
 from engine.service import apply as applying
-from engine.service.admission import record
+from engine.service.admission import admitted_entry, record
 from engine.service.context import Runtime
 from engine.service.facts import read_facts_many
 from engine.store.ports import Tx
@@ -87,14 +87,7 @@ class Batch:
         row = record(self.rt, envelope, actor, self.at, planned=True)
         self.events.append(row)
         self.undecided.add(row.event_id)
-        self.admitted[row.event_id] = self._entry(
-            "event",
-            row.event_id,
-            "admitted",
-            actor,
-            to_state="admitted",
-            data={"type": row.type, "source": row.source, "loop": row.loop},
-        )
+        self.admitted[row.event_id] = admitted_entry(self.rt, row)
         return row
 
     def announce(self, event_id: str) -> None:

@@ -11,11 +11,11 @@ from typing import Any
 
 from engine.core.envelope import iso
 from engine.core.ids import stable_id as stable_id
+from engine.core.machines import Lifecycle
 from engine.core.records import JournalEntry
 from engine.core.ruleset import RuleSet
 from engine.core.validation import Validators
 from engine.errors import BadRequest
-from engine.service.lifecycle import Lifecycle
 from engine.store.ports import Store, Tx
 
 Clock = Callable[[], datetime]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.records import RunRecord
+from engine.core.states import RunState
 
 log = logging.getLogger("engine.worker")
 
@@ -53,7 +54,7 @@ class Pending:
             self.run_id == run.run_id
             and self.attempt == run.attempts
             and self.worker == run.lease_owner
-            and run.state == "running"
+            and run.state == RunState.RUNNING
         )
 
 

@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.core.decisions import DUPLICATE_REASONS, is_human
+from engine.core.decisions import DUPLICATE_REASONS, DecisionKind, Entity, is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import FindingRecord, OccurrenceRecord, RunRecord
 from engine.errors import BadRequest, Conflict, Forbidden, NotFound
@@ -65,7 +65,7 @@ def _decide(rt: Runtime, finding_id: str, actor: str, to: str, note: str) -> Fin
             )
         rt.journal(
             tx,
-            "finding",
+            Entity.FINDING,
             finding_id,
             to,
             actor,
@@ -136,7 +136,7 @@ def shadow_report(rt: Runtime, loop_name: str, since: str = "") -> dict[str, Any
         noops: Counter[str] = Counter()
         for event in ticks:
             decision = tx.get_decision(event.event_id)
-            if decision is not None and decision.kind == "noop" and decision.reason:
+            if decision is not None and decision.kind == DecisionKind.NOOP and decision.reason:
                 noops[decision.reason] += 1
         repo = loop.payload.get("repo")
         human = []

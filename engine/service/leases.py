@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from engine.core.decisions import Actor
+from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.records import RunRecord
 from engine.core.settle import Finished
 from engine.core.states import RunState, RunTrigger
@@ -62,19 +62,19 @@ def _expire(rt: Runtime, tx: Tx, run: RunRecord, apply: bool) -> str:
     target = RunState.QUEUED if not mutating and run.attempts < MAX_ATTEMPTS else RunState.FAILED
     if not apply:
         return target
-    requeued = target is RunState.QUEUED
-    state = rt.lifecycle.run(run.state, RunTrigger.EXPIRE_LEASE, attempts_remain=requeued)
+    left = 0 if mutating else MAX_ATTEMPTS - run.attempts
+    state = rt.lifecycle.run(run.state, RunTrigger.EXPIRE_LEASE, attempts_left=left)
     why = "lease expired" + (
         ""
-        if requeued
+        if target == RunState.QUEUED
         else ("; mutating runs are not re-executed" if mutating else f"; {run.attempts} attempts")
     )
     if tx.recover_run(run, state, rt.now(), why):
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             run.run_id,
-            "lease_expired",
+            JournalAction.LEASE_EXPIRED,
             Actor.SYSTEM,
             from_state=run.state,
             to_state=state,
@@ -93,7 +93,7 @@ def _from_file(rt: Runtime, tx: Tx, run: RunRecord, pending: Pending) -> RunReco
     database stayed away, before it recorded it): journaled `finished` by `system`."""
     note = f"recorded from the result file worker:{pending.worker} left"
     data: dict[str, object] = {"recordedFrom": executions.PENDING, "worker": pending.worker}
-    return record(rt, tx, run, pending.execution, pending.ended_at, "system", data, note)
+    return record(rt, tx, run, pending.execution, pending.ended_at, Actor.SYSTEM, data, note)
 
 
 def record_pending(rt: Runtime, worker: str, limit: int = 1000) -> list[RunRecord]:
@@ -102,7 +102,7 @@ def record_pending(rt: Runtime, worker: str, limit: int = 1000) -> list[RunRecor
     restarted worker with the same id), or a worker whose lease expired. The runs
     recorded."""
     with rt.store.read() as tx:
-        running = tx.list_runs(limit, "running")
+        running = tx.list_runs(limit, RunState.RUNNING)
     recorded = []
     for run in running:
         pending = executions.read(rt.artifacts / run.run_id)

@@ -18,28 +18,18 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from engine.core.decisions import DUPLICATE_REASONS
+from engine.core.decisions import DUPLICATE_REASONS, JournalAction
 from engine.core.envelope import iso
+from engine.core.machines import OCCURRENCE_TERMINAL
+from engine.core.policy import FailureClass
+from engine.core.states import OccurrenceState, ProposalState
 from engine.service.context import Runtime
 
-TERMINAL = frozenset(
-    {
-        "nothing_to_do",
-        "candidate_recorded",
-        "completed",
-        "shadow_recorded",
-        "failed",
-        "timed_out",
-        "budget_exhausted",
-        "human_attention_required",
-        "external_blocker",
-        "cancelled",
-    }
-)
+TERMINAL = frozenset(OCCURRENCE_TERMINAL)
 # Journal actions that are retry classifications.
 RETRIES = {
-    "retry_scheduled": "infrastructure_failure",
-    "conflict_wait": "conflict",
+    JournalAction.RETRY_SCHEDULED: FailureClass.INFRASTRUCTURE_FAILURE,
+    JournalAction.CONFLICT_WAIT: FailureClass.CONFLICT,
 }
 TIMING_SAMPLE = 1000
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -89,7 +79,7 @@ def _figures(
         loops[loop] = {
             "occurrences": dict(sorted(states.items())),
             "terminal": terminal,
-            "noopRate": _ratio(states.get("nothing_to_do", 0), terminal),
+            "noopRate": _ratio(states.get(OccurrenceState.NOTHING_TO_DO, 0), terminal),
         }
     journal = {row["action"]: int(row["n"]) for row in snap["journal"]}
     runs = snap["runs"]
@@ -99,7 +89,9 @@ def _figures(
     decided_findings = findings.get("promoted", 0) + findings.get("dismissed", 0)
     proposals = {row["state"]: int(row["n"]) for row in snap["proposals"]}
     by_operator = {row["state"]: int(row["by_operator"]) for row in snap["proposals"]}
-    human_decided = by_operator.get("approved", 0) + by_operator.get("rejected", 0)
+    human_decided = by_operator.get(ProposalState.APPROVED, 0) + by_operator.get(
+        ProposalState.REJECTED, 0
+    )
     waits = [w for c, s, _ in timings if (w := _seconds(c, s)) is not None]
     runs_s = [x for _, s, f in timings if (x := _seconds(s, f)) is not None]
     return {
@@ -129,7 +121,7 @@ def _figures(
         "candidatePromotionRate": _ratio(findings.get("promoted", 0), sum(findings.values())),
         "findingDismissalRate": _ratio(findings.get("dismissed", 0), decided_findings),
         "proposals": proposals,
-        "humanAdoptionRate": _ratio(by_operator.get("approved", 0), human_decided),
+        "humanAdoptionRate": _ratio(by_operator.get(ProposalState.APPROVED, 0), human_decided),
         "meanWaitSeconds": fmean(waits) if waits else None,
         "meanExecutionSeconds": fmean(runs_s) if runs_s else None,
     }

@@ -7,9 +7,10 @@ from dataclasses import replace
 from datetime import timedelta
 
 from engine.core import occurrence as occ_core
-from engine.core.decisions import is_human
+from engine.core.decisions import Actor, Entity, JournalAction, is_human
 from engine.core.envelope import iso
 from engine.core.records import ProposalRecord, RunRecord
+from engine.core.states import OccurrenceTrigger, ProposalState, ProposalTrigger
 from engine.errors import Conflict, Forbidden, NotFound
 from engine.service import occurrences
 from engine.service.context import Runtime
@@ -21,7 +22,7 @@ def _open(tx: Tx, proposal_id: str) -> ProposalRecord:
     proposal = tx.get_proposal(proposal_id)
     if proposal is None:
         raise NotFound(f"no proposal '{proposal_id}'")
-    if proposal.state != "open":
+    if proposal.state != ProposalState.OPEN:
         raise Conflict(
             f"proposal '{proposal_id}' is {proposal.state}, not open",
             state=proposal.state,
@@ -46,22 +47,24 @@ def approve(
         if not is_human(actor):
             raise Forbidden(f"proposals are approved by operators; '{actor}' is not one")
         at = rt.now()
-        state = rt.lifecycle.proposal(proposal.human_only, "open", "approve", actor_is_human=True)
-        tx.decide_proposal(proposal_id, "open", state, at, actor, note)
+        state = rt.lifecycle.proposal(
+            proposal.human_only, ProposalState.OPEN, ProposalTrigger.APPROVE, actor=actor
+        )
+        tx.decide_proposal(proposal_id, ProposalState.OPEN, state, at, actor, note)
         rt.journal(
             tx,
-            "proposal",
+            Entity.PROPOSAL,
             proposal_id,
-            "approved",
+            JournalAction.APPROVED,
             actor,
-            from_state="open",
+            from_state=ProposalState.OPEN,
             to_state=state,
             note=note,
             at=at,
         )
         event = tx.get_event(proposal.event_id)
         assert event is not None
-        _advance_occurrence(rt, tx, proposal, "approve", at)
+        _advance_occurrence(rt, tx, proposal, OccurrenceTrigger.APPROVE, at, actor)
         run = queue_run(rt, tx, event, proposal_id, actor, at)
         decided = tx.get_proposal(proposal_id)
         assert decided is not None
@@ -75,41 +78,43 @@ def reject(rt: Runtime, proposal_id: str, actor: str, reason: str) -> ProposalRe
     with rt.store.write() as tx:
         proposal = _open(tx, proposal_id)
         at = rt.now()
-        state = rt.lifecycle.proposal(proposal.human_only, "open", "reject")
-        tx.decide_proposal(proposal_id, "open", state, at, actor, reason)
+        state = rt.lifecycle.proposal(
+            proposal.human_only, ProposalState.OPEN, ProposalTrigger.REJECT
+        )
+        tx.decide_proposal(proposal_id, ProposalState.OPEN, state, at, actor, reason)
         rt.journal(
             tx,
-            "proposal",
+            Entity.PROPOSAL,
             proposal_id,
-            "rejected",
+            JournalAction.REJECTED,
             actor,
-            from_state="open",
+            from_state=ProposalState.OPEN,
             to_state=state,
             note=reason,
             at=at,
         )
-        _advance_occurrence(rt, tx, proposal, "reject", at)
+        _advance_occurrence(rt, tx, proposal, OccurrenceTrigger.REJECT, at, actor)
         decided = tx.get_proposal(proposal_id)
         assert decided is not None
         return decided
 
 
 def _advance_occurrence(
-    rt: Runtime, tx: Tx, proposal: ProposalRecord, trigger: str, at: str
+    rt: Runtime, tx: Tx, proposal: ProposalRecord, trigger: str, at: str, actor: str
 ) -> None:
-    advance_proposed(rt, tx, proposal.event_id, proposal.human_only, trigger, at)
+    advance_proposed(rt, tx, proposal.event_id, proposal.human_only, trigger, at, actor)
 
 
 def advance_proposed(
-    rt: Runtime, tx: Tx, event_id: str, human_only: bool, trigger: str, at: str
+    rt: Runtime, tx: Tx, event_id: str, human_only: bool, trigger: str, at: str, actor: str
 ) -> None:
-    """Move a proposed occurrence (approve, reject, expire, supersede). One that ends
-    here releases its budget reservation; a rejection is an operator's cancel, never a
-    failure of the loop."""
+    """Move a proposed occurrence (approve, reject, expire, supersede) as `actor`. One
+    that ends here releases its budget reservation; a rejection is an operator's cancel,
+    never a failure of the loop."""
     occ = tx.get_occurrence(event_id)
     if occ is None:
         return
-    state = rt.lifecycle.proposed(human_only, occ.state, trigger, actor_is_human=True)
+    state = rt.lifecycle.proposed(human_only, occ.state, trigger, actor=actor)
     if state not in occ_core.TERMINAL:
         tx.update_occurrence(event_id, occ.state, at, state=state)
         return
@@ -130,18 +135,22 @@ def expire_stale(
             return stale
         at = rt.now()
         for proposal in stale:
-            state = rt.lifecycle.proposal(proposal.human_only, "open", "expire")
-            if tx.decide_proposal(proposal.proposal_id, "open", state, at, "system", "expired"):
+            state = rt.lifecycle.proposal(
+                proposal.human_only, ProposalState.OPEN, ProposalTrigger.EXPIRE
+            )
+            if tx.decide_proposal(
+                proposal.proposal_id, ProposalState.OPEN, state, at, Actor.SYSTEM, "expired"
+            ):
                 rt.journal(
                     tx,
-                    "proposal",
+                    Entity.PROPOSAL,
                     proposal.proposal_id,
-                    "expired",
-                    "system",
-                    from_state="open",
+                    JournalAction.EXPIRED,
+                    Actor.SYSTEM,
+                    from_state=ProposalState.OPEN,
                     to_state=state,
                     note=f"open longer than {ttl}",
                     at=at,
                 )
-                _advance_occurrence(rt, tx, proposal, "expire", at)
+                _advance_occurrence(rt, tx, proposal, OccurrenceTrigger.EXPIRE, at, Actor.SYSTEM)
         return stale

@@ -9,7 +9,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from engine.core import authority
-from engine.core.decisions import is_human
+from engine.core.decisions import Entity, JournalAction, is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import LEASED, RunRecord
 from engine.core.registry import Definition
@@ -52,11 +52,11 @@ def claim(rt: Runtime, worker: str, lease_seconds: float) -> RunRecord | None:
         if run is not None:
             rt.journal(
                 tx,
-                "run",
+                Entity.RUN,
                 run.run_id,
-                "claimed",
+                JournalAction.CLAIMED,
                 f"worker:{worker}",
-                from_state="queued",
+                from_state=RunState.QUEUED,
                 to_state=run.state,
                 data={"attempt": run.attempts, "lease": run.lease_expires_at},
             )
@@ -68,7 +68,7 @@ def start(rt: Runtime, run: RunRecord, worker: str) -> Start:
     (engine.core.authority); a refused run is failed and journaled, never executed."""
     with rt.store.write(exclusive=False) as tx:
         current = tx.get_run(run.run_id)
-        if current is None or not _holds(current, worker, "claimed"):
+        if current is None or not _holds(current, worker, RunState.CLAIMED):
             return Start.LOST
         if authority.check(authority_facts(tx, current), rt.rules).allowed:
             return _start(rt, tx, current, worker)
@@ -86,16 +86,22 @@ def authority_facts(tx: Tx, run: RunRecord) -> authority.RunFacts:
     approvers: tuple[str, ...] = ()
     if proposal is not None:
         entries = tx.list_journal(1000, 0, "proposal", proposal.proposal_id)
-        approvers = tuple(e.actor for e in entries if e.action == "approved")
+        approvers = tuple(e.actor for e in entries if e.action == JournalAction.APPROVED)
     return authority.RunFacts(run, tx.get_event(run.event_id), proposal, approvers)
 
 
 def _start(rt: Runtime, tx: Tx, run: RunRecord, worker: str) -> Start:
-    state = rt.lifecycle.run(run.state, "start")
+    state = rt.lifecycle.run(run.state, RunTrigger.START)
     if not tx.start_run(run.run_id, worker, rt.now()):
         return Start.LOST
     rt.journal(
-        tx, "run", run.run_id, "started", f"worker:{worker}", from_state=run.state, to_state=state
+        tx,
+        Entity.RUN,
+        run.run_id,
+        JournalAction.STARTED,
+        f"worker:{worker}",
+        from_state=run.state,
+        to_state=state,
     )
     return Start.STARTED
 
@@ -118,9 +124,9 @@ def _refuse(rt: Runtime, run: RunRecord, worker: str) -> Start:
             return Start.LOST
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             current.run_id,
-            "refused",
+            JournalAction.REFUSED,
             f"worker:{worker}",
             from_state=current.state,
             to_state=state,
@@ -146,12 +152,12 @@ def judge(
     outcome) is recorded with the definition's FAILED outcome when it declares one (so
     chains on FAILED still see it); `adapter_failed` tells the two apart."""
     if definition is None:
-        return "fail", None, "the definition is no longer in the rules"
+        return RunTrigger.FAIL, None, "the definition is no longer in the rules"
     failed = "FAILED" if "FAILED" in definition.outcomes else None
     if ex.timed_out:
-        return "time_out", None, ex.error or f"timed out after {definition.timeout}"
+        return RunTrigger.TIME_OUT, None, ex.error or f"timed out after {definition.timeout}"
     if ex.result is None:
-        return "fail", failed, ex.error or "the run produced no result"
+        return RunTrigger.FAIL, failed, ex.error or "the run produced no result"
     problems = rt.validators.contract_errors(definition.output_contract, ex.result)
     if problems:
         return (
@@ -161,8 +167,8 @@ def judge(
         )
     outcome = str(ex.result.get("outcome"))
     if outcome not in definition.outcomes:
-        return "fail", failed, f"outcome '{outcome}' is not declared by {definition.ref}"
-    return ("fail" if outcome == "FAILED" else "succeed"), outcome, ex.error
+        return RunTrigger.FAIL, failed, f"outcome '{outcome}' is not declared by {definition.ref}"
+    return (RunTrigger.FAIL if outcome == "FAILED" else RunTrigger.SUCCEED), outcome, ex.error
 
 
 def finish(
@@ -197,9 +203,9 @@ def late_result(rt: Runtime, run: RunRecord, worker: str, ex: Execution, at: str
         state = current.state if current is not None else "gone"
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             run.run_id,
-            "late_result",
+            JournalAction.LATE_RESULT,
             f"worker:{worker}",
             note=f"the execution ended ({what}) after the lease was lost; the run stays {state}",
             at=at,
@@ -228,9 +234,9 @@ def record(
         return None
     rt.journal(
         tx,
-        "run",
+        Entity.RUN,
         current.run_id,
-        "finished",
+        JournalAction.FINISHED,
         actor,
         from_state=current.state,
         to_state=state,
@@ -279,9 +285,9 @@ def cancel(rt: Runtime, run_id: str, actor: str, note: str = "") -> RunRecord:
             raise Conflict(f"run '{run_id}' moved on while cancelling it; try again")
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             run_id,
-            "cancelled",
+            JournalAction.CANCELLED,
             actor,
             from_state=run.state,
             to_state=state,
@@ -306,9 +312,9 @@ def publish_outbox(rt: Runtime, limit: int = 500) -> int:
             except (Unprocessable, ValueError) as err:
                 rt.journal(
                     tx,
-                    "run",
+                    Entity.RUN,
                     item.origin_run or "-",
-                    "chain_refused",
+                    JournalAction.CHAIN_REFUSED,
                     item.actor,
                     at=at,
                     note=str(err),

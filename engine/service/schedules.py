@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dsl.diagnostics import did_you_mean
+from engine.core.decisions import Entity, JournalAction
 from engine.core.durations import DurationError, parse_duration
 from engine.core.envelope import iso, parse_iso
 from engine.core.records import EventRecord, LoopState, ObservationRecord, RunRecord
@@ -253,7 +254,7 @@ def pause(rt: Runtime, name: str, actor: str, note: str) -> dict[str, Any]:
             )
         at = rt.now()
         tx.set_paused(name, True, note.strip(), actor, at)
-        rt.journal(tx, "loop", name, "paused", actor, note=note.strip(), at=at)
+        rt.journal(tx, Entity.LOOP, name, JournalAction.PAUSED, actor, note=note.strip(), at=at)
     return schedule_of(rt, name, rt.clock())
 
 
@@ -271,9 +272,9 @@ def resume(rt: Runtime, name: str, actor: str, note: str = "") -> dict[str, Any]
         tx.set_loop_counters(name, 0, state.nothing_streak, state.quiet_until, at)
         rt.journal(
             tx,
-            "loop",
+            Entity.LOOP,
             name,
-            "resumed",
+            JournalAction.RESUMED,
             actor,
             note=note.strip(),
             at=at,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.envelope import parse_iso
 from engine.core.probes import FAILING, Outcome, ProbeRun, Step, next_observation, observe
 from engine.core.records import LoopState, ObservationRecord
@@ -32,7 +33,7 @@ from engine.store.ports import Tx
 # Runs one probe over a loop's static payload (engine.adapters.probe.ProbeRunner).
 Observer = Callable[[Probe, Mapping[str, Any]], ProbeRun]
 
-ACTOR = "schedule"
+ACTOR = Actor.SCHEDULE
 MOST_AT_ONCE = 4  # probes of one pass run side by side in at most this many threads
 log = logging.getLogger("engine.watches")
 
@@ -164,10 +165,10 @@ def _failed(rt: Runtime, tx: Tx, loop: Loop, record: ObservationRecord, at: str)
     if record.consecutive_failures == FAILING:
         rt.journal(
             tx,
-            "loop",
+            Entity.LOOP,
             loop.name,
-            "probe_failing",
-            "system",
+            JournalAction.PROBE_FAILING,
+            Actor.SYSTEM,
             at=at,
             note=record.diagnostic,
             data={"probe": loop.trigger.probe, "consecutiveFailures": FAILING},

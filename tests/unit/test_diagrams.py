@@ -80,10 +80,11 @@ def test_mermaid_draws_every_state_and_edge(machines: Machines) -> None:
     assert text.startswith("---\ntitle: ")
     assert "stateDiagram-v2" in text
     lines = text.splitlines()
-    for (state, trigger), branches in target.machine.table.edges.items():
-        for branch in branches:
-            edge = [ln for ln in lines if ln.strip().startswith(f"{state} --> {branch.dest}:")]
-            assert edge and trigger in edge[0], (state, trigger)
+    for edge_spec in target.machine.spec.transitions:
+        for state in edge_spec.sources:
+            start = f"{state} --> {edge_spec.dest}:"
+            edge = [ln for ln in lines if ln.strip().startswith(start)]
+            assert edge and edge_spec.trigger in edge[0], (state, edge_spec.trigger)
     assert "propose [no_run_in_flight]" in text
     for state in target.machine.spec.terminal:
         assert f"{state} --> [*]" in text
@@ -118,8 +119,9 @@ def test_diagram_support_is_imported_only_when_drawing() -> None:
     code = (
         "import sys\n"
         "from engine.machines.catalog import lifecycle\n"
-        "from engine.machines.specs import DEFAULT_PROFILE\n"
-        "lifecycle(DEFAULT_PROFILE).occurrence.fire('created', 'triage')\n"
+        "from engine.core.machines import DEFAULT_PROFILE, occurrence_machine\n"
+        "lifecycle(DEFAULT_PROFILE)\n"
+        "occurrence_machine(DEFAULT_PROFILE).fire('created', 'triage')\n"
         "import engine.machines.diagrams\n"
         "print('transitions.extensions.diagrams' in sys.modules, 'graphviz' in sys.modules)\n"
     )

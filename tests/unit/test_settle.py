@@ -21,6 +21,7 @@ from engine.core.effects import (
     Transition,
 )
 from engine.core.envelope import iso
+from engine.core.machines import Lifecycle
 from engine.core.records import EventRecord, LoopState, OccurrenceRecord, RunRecord
 from engine.core.settle import (
     MAX_CONFLICT_WAITS,
@@ -32,7 +33,6 @@ from engine.core.settle import (
 )
 from engine.core.ticks import idempotency_key, tick
 from engine.loading import Paths, load_rules
-from engine.service.lifecycle import Lifecycle
 
 TREE = Path(__file__).resolve().parents[1] / "data" / "settle"
 RULES = load_rules(Paths(TREE / "loops", TREE / "registry", TREE / "config"))
