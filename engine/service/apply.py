@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.effects import (
     Admit,
     Counters,
@@ -26,6 +27,7 @@ from engine.core.effects import (
     Transition,
 )
 from engine.core.records import RunRecord
+from engine.core.states import RunState
 from engine.errors import Unprocessable
 from engine.service.admission import admit_record, check
 from engine.service.context import Runtime
@@ -82,7 +84,7 @@ def _apply(rt: Runtime, tx: Tx, effect: Effect, at: str) -> None:
         case Counters(loop, failures, streak, quiet):
             tx.set_loop_counters(loop, failures, streak, quiet, at)
         case PauseLoop(loop, why, then):
-            if tx.set_paused(loop, True, why, "schedule", at):
+            if tx.set_paused(loop, True, why, Actor.SCHEDULE, at):
                 apply(rt, tx, then, at)
         case Admit():
             _admit(rt, tx, effect, at)
@@ -97,11 +99,11 @@ def queued(rt: Runtime, tx: Tx, effect: QueueRun, at: str) -> RunRecord:
     if tx.insert_run(run):
         rt.journal(
             tx,
-            "run",
+            Entity.RUN,
             run.run_id,
-            "queued",
-            run.approved_by or "system",
-            to_state="queued",
+            JournalAction.QUEUED,
+            run.approved_by or Actor.SYSTEM,
+            to_state=RunState.QUEUED,
             at=at,
             data={"event": run.event_id, "definition": run.definition, "key": run.idempotency_key},
         )
@@ -110,10 +112,10 @@ def queued(rt: Runtime, tx: Tx, effect: QueueRun, at: str) -> RunRecord:
     assert existing is not None
     rt.journal(
         tx,
-        "run",
+        Entity.RUN,
         existing.run_id,
-        "converged",
-        run.approved_by or "system",
+        JournalAction.CONVERGED,
+        run.approved_by or Actor.SYSTEM,
         at=at,
         note=f"event {run.event_id} converged on the existing run for {run.idempotency_key}",
     )
@@ -125,10 +127,10 @@ def _finding(rt: Runtime, tx: Tx, effect: RecordFinding, at: str) -> None:
     finding, created = tx.upsert_finding(effect.record)
     rt.journal(
         tx,
-        "finding",
+        Entity.FINDING,
         finding.finding_id,
-        "recorded" if created else "seen_again",
-        "system",
+        JournalAction.RECORDED if created else JournalAction.SEEN_AGAIN,
+        Actor.SYSTEM,
         at=at,
         note=effect.note,
         data={
@@ -151,7 +153,7 @@ def _admit(rt: Runtime, tx: Tx, effect: Admit, at: str) -> None:
             tx,
             kind,
             cause,
-            "trigger_refused",
+            JournalAction.TRIGGER_REFUSED,
             effect.actor,
             at=at,
             note=f"loop '{loop}': {'; '.join(err.errors)}",
@@ -163,7 +165,7 @@ def _admit(rt: Runtime, tx: Tx, effect: Admit, at: str) -> None:
             tx,
             kind,
             cause,
-            "fired",
+            JournalAction.FIRED,
             effect.actor,
             at=at,
             note=f"fired loop '{loop}' ({tick.source})",

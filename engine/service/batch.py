@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from engine.core.decide import Facts, carried, decide
-from engine.core.decisions import DecisionKind, NoopReason
+from engine.core.decisions import Actor, DecisionKind, Entity, JournalAction, NoopReason
 from engine.core.effects import Decide, Effect, Journal, MarkPlanned, OpenOccurrence, Plan, Propose
 from engine.core.envelope import Envelope
 from engine.core.occurrence import Identity, identity
@@ -41,6 +41,7 @@ from engine.core.records import (
     ProposalRecord,
     SkipRecord,
 )
+from engine.core.states import OccurrenceState
 from engine.errors import Unavailable
 from engine.service import apply as applying
 from engine.service.admission import admitted_entry, record
@@ -396,15 +397,15 @@ def planning_failed(rt: Runtime, tx: Tx, event: EventRecord, at: str, err: Excep
             at,
         )
     )
-    tx.set_occurrence(event.event_id, event.loop, "failed", at)
+    tx.set_occurrence(event.event_id, event.loop, OccurrenceState.FAILED, at)
     rt.journal(
         tx,
-        "occurrence",
+        Entity.OCCURRENCE,
         event.event_id,
-        "decided:noop",
-        "system",
-        from_state="created",
-        to_state="failed",
+        JournalAction.DECIDED_NOOP,
+        Actor.SYSTEM,
+        from_state=OccurrenceState.CREATED,
+        to_state=OccurrenceState.FAILED,
         note=note,
         at=at,
         data={"reason": NoopReason.PLANNING_ERROR.value},

@@ -20,6 +20,7 @@ from engine.core.decide import (
     history_since,
     may_supersede,
 )
+from engine.core.decisions import Entity, JournalAction
 from engine.core.occurrence import ACTIVE, TERMINAL, needs_history
 from engine.core.planner import loop_of
 from engine.core.records import (
@@ -200,8 +201,8 @@ def history(
 
 def last_resumed(tx: Tx, loop: str) -> str | None:
     """When an operator last resumed the loop (its journal), if ever."""
-    entries = tx.list_journal(1000, 0, "loop", loop)
-    return next((e.at for e in reversed(entries) if e.action == "resumed"), None)
+    entries = tx.list_journal(1000, 0, Entity.LOOP, loop)
+    return next((e.at for e in reversed(entries) if e.action == JournalAction.RESUMED), None)
 
 
 def superseded(tx: Tx, loop: Loop) -> tuple[Superseded, ...]:
@@ -273,7 +274,7 @@ def ending(
     run = None
     if event is not None and waited_for(rules, occ.loop):
         run = tx.get_run_by_key(run_key(event, max(settled - 1, 0)))
-    key = dedup_key("occurrence", loop.name, occ.repo)
+    key = dedup_key(Entity.OCCURRENCE, loop.name, occ.repo)
     return Ending(
         state,
         tx.last_notification_state(key) if completes else None,

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass, field
 
 from engine.core import occurrence as occ_core
-from engine.core.decisions import Actor
+from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.records import OccurrenceRecord
 from engine.core.resume import resume
 from engine.core.settle import Finished, run_key, runs_of
@@ -101,9 +101,9 @@ def _settle_lost(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str, found: Rec
     occurrences.settle(rt, tx, finished, at)
     rt.journal(
         tx,
-        "occurrence",
+        Entity.OCCURRENCE,
         occ.event_id,
-        "recovered",
+        JournalAction.RECOVERED,
         Actor.SYSTEM,
         at=at,
         note=f"settled from run {run.run_id} ({run.state}) after a restart",
@@ -116,9 +116,9 @@ def _orphan(rt: Runtime, tx: Tx, occ: OccurrenceRecord, at: str, found: Recovery
     tx.update_occurrence(occ.event_id, occ.state, at, state=state, finished_at=at)
     rt.journal(
         tx,
-        "occurrence",
+        Entity.OCCURRENCE,
         occ.event_id,
-        "recovered",
+        JournalAction.RECOVERED,
         Actor.SYSTEM,
         from_state=occ.state,
         to_state=state,

@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.envelope import parse_iso
 from engine.core.records import LoopState, SkipRecord
 from engine.core.ruleset import Loop, TriggerKind
@@ -27,7 +28,7 @@ from engine.service.batch import CHUNK, Batch, plan_all
 from engine.service.context import Runtime
 from engine.store.ports import Tx
 
-ACTOR = "schedule"
+ACTOR = Actor.SCHEDULE
 log = logging.getLogger("engine.scheduler")
 
 
@@ -71,13 +72,13 @@ class Scheduler:
     ) -> None:
         at = self.rt.now()
         tx.set_loop_enabled(loop.name, loop.enabled, slot_text(now), at)
-        action = "enabled" if loop.enabled else "disabled"
+        action = JournalAction.ENABLED if loop.enabled else JournalAction.DISABLED
         self.rt.journal(
             tx,
-            "loop",
+            Entity.LOOP,
             loop.name,
             action,
-            "system",
+            Actor.SYSTEM,
             at=at,
             note=f"the rules say {action} ({loop.overlay_origin or loop.origin})",
         )
