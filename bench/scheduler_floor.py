@@ -6,7 +6,7 @@ Per tick, as the engine's file holds them after a wave: one `events` row (planne
 (event admitted, occurrence decided, proposal opened) and an update of the loop's
 `loop_state` cursor; values of the same width (JSON payloads, sha256-derived proposal
 ids, the rules digest, a rule location). The schema is the engine's own migrations
-(same tables, indexes, triggers), the pragmas the engine's (WAL, synchronous NORMAL,
+(same tables, indexes, triggers), the pragmas the engine's (WAL, synchronous FULL,
 foreign keys on). The loops' enablement rows are written first, untimed, as the
 engine's first pass writes them. The floor is building the row tuples (JSON text, ids)
 plus writing them; each part is reported too."""
@@ -26,7 +26,7 @@ from engine.store.queries import migrations
 
 PRAGMAS = (
     "journal_mode = WAL",
-    "synchronous = NORMAL",
+    "synchronous = FULL",
     "busy_timeout = 30000",
     "foreign_keys = ON",
 )
