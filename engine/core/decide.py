@@ -213,9 +213,8 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
         out.append(MarkPlanned(event.event_id))
         if facts.decided:
             return tuple(out)  # another process planned it first
-    envelope = envelope_of(event)
-    out.extend(_fired(rules, event, envelope))
-    loop = loop_of(envelope, event.admitted_by, rules)
+    out.extend(_fired(rules, event))
+    loop = loop_of(event, event.admitted_by, rules)
     ident = identity(event, loop)
     existing = facts.existing
     if existing is not None and existing.event_id != event.event_id:
@@ -234,9 +233,7 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
             out.append(Signal(into.event_id))
             out.extend(_fold(rules, event, loop, into, NoopReason.COALESCED, note, at))
             return tuple(out)
-    decision = plan(
-        envelope, event.admitted_by, rules, Snapshot(facts.in_flight, loop_paused=paused)
-    )
+    decision = plan(event, event.admitted_by, rules, Snapshot(facts.in_flight, loop_paused=paused))
     if loop is not None and decision.kind is not DecisionKind.NOOP:
         if active:
             skip = loop.on_active is OnActive.SKIP
@@ -363,11 +360,14 @@ def _record(rules: RuleSet, event: EventRecord, decision: Decision, at: str) -> 
     )
 
 
-def _fired(rules: RuleSet, event: EventRecord, envelope: Envelope) -> list[Effect]:
+def _fired(rules: RuleSet, event: EventRecord) -> list[Effect]:
     """The `on-event` loops the event fires (engine.core.triggers): one tick each, or
     why a loop could not be told (journaled on the event)."""
     out: list[Effect] = []
-    for firing in fired_by(rules, envelope, is_tick=event.loop is not None):
+    if event.loop is not None:  # a loop's own tick fires no loop (fired_by)
+        return []
+    envelope = envelope_of(event)
+    for firing in fired_by(rules, envelope, is_tick=False):
         if firing.error is not None or firing.window is None:
             out.append(
                 Journal(

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason, is_human
-from engine.core.envelope import Envelope
 from engine.core.ruleset import Approval, Loop, RuleSet, TriggerKind
 from engine.core.triggers import AFTER_SOURCE, EVENT_SOURCE, WATCH_SOURCE
 
@@ -81,7 +80,7 @@ def loop_of(event: Tick, admitted_by: str, rules: RuleSet) -> Loop | None:
     return loop if allowed else None
 
 
-def plan(event: Envelope, admitted_by: str, rules: RuleSet, snapshot: Snapshot) -> Decision:
+def plan(event: Tick, admitted_by: str, rules: RuleSet, snapshot: Snapshot) -> Decision:
     """Decide what an event admitted by `admitted_by` leads to. Human-only types always
     propose."""
     route = rules.routes.get(event.type)

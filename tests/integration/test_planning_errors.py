@@ -38,8 +38,8 @@ def test_a_poison_event_is_recorded_and_the_batch_goes_on(
     )
     real_plan = deciding.plan  # the planner, as the pure decision calls it
 
-    def flaky(event: Envelope, *args: Any) -> Any:
-        if event.eventId == "poison":
+    def flaky(event: Any, *args: Any) -> Any:  # the admitted event's record
+        if event.event_id == "poison":
             raise RuntimeError("boom")
         return real_plan(event, *args)
 
