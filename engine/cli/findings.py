@@ -10,9 +10,10 @@ from engine.api import wire
 from engine.cli.inspect import add_db_options, opened, parser_for, positive
 from engine.cli.operate import actor_of, add_as
 from engine.cli.render import Column, fields, guarded, output, table
+from engine.core.states import FindingStatus
 from engine.errors import BadRequest
 
-STATUSES = ("candidate", "promoted", "dismissed", "all")
+STATUSES = (*FindingStatus, "all")
 COLUMNS: list[Column] = [
     ("FINDING", "findingId"),
     ("STATUS", "status"),
@@ -45,7 +46,7 @@ def register(sub: Any) -> None:
         help="list findings (candidates by default)",
         description="Findings, the most recently seen first: candidates by default.",
     )
-    shown.add_argument("--status", choices=STATUSES, default="candidate")
+    shown.add_argument("--status", choices=STATUSES, default=FindingStatus.CANDIDATE)
     shown.add_argument("--loop", metavar="LOOP", help="only this loop's")
     shown.add_argument("--limit", type=positive, default=50, help="(default: %(default)s)")
     add_db_options(shown)
@@ -71,7 +72,7 @@ def register(sub: Any) -> None:
     for action in (shown, one, *decided):
         _parent_options_win(action)
     add_db_options(p)
-    p.set_defaults(handler=guarded(run_list), status="candidate", loop=None, limit=50)
+    p.set_defaults(handler=guarded(run_list), status=FindingStatus.CANDIDATE, loop=None, limit=50)
 
     s = parser_for(sub, "shadow", "shadow-mode evidence: `engine shadow report LOOP`", SHADOW)
     reports = s.add_subparsers(dest="action", metavar="ACTION", required=True)

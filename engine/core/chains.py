@@ -10,6 +10,7 @@ from typing import Any
 from dsl import expr as ex
 from engine.core.envelope import Envelope
 from engine.core.ruleset import DefinitionRef, EmitRule, RuleSet
+from engine.core.states import EventSource
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def _build(
     return Envelope(
         eventId=event_id,
         type=emit.event_type,
-        source="chain",
+        source=EventSource.CHAIN,
         subject=subject,
         occurredAt=now,
         correlationId=parent.correlationId or parent.eventId,

@@ -85,6 +85,7 @@ from engine.core.ruleset import (
     max_active,
 )
 from engine.core.states import (
+    FindingStatus,
     OccurrenceState,
     OccurrenceTrigger,
     ProposalState,
@@ -577,7 +578,7 @@ def finding_of(occ: OccurrenceRecord, result: Triage, at: str) -> RecordFinding:
             evidence=dict(result.evidence),
             confidence=None,
             recommended_action=result.note,
-            status="candidate",
+            status=FindingStatus.CANDIDATE,
             occurrence_count=1,
             first_seen_at=at,
             last_seen_at=at,

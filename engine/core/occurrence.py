@@ -15,6 +15,7 @@ from engine.core.policy import stop_condition
 from engine.core.records import EventRecord
 from engine.core.registry import Definition
 from engine.core.ruleset import Loop, RuleSet
+from engine.core.states import EventSource
 from engine.core.states import OccurrenceState as St
 from engine.core.states import OccurrenceTrigger as Tr
 from engine.core.ticks import SLOT_SOURCES
@@ -57,7 +58,7 @@ def identity(event: EventRecord, loop: Loop | None) -> Identity:
         window = slot
     elif loop is not None and event.source in WAITING_SOURCES and isinstance(window_of, str):
         window = window_of
-    elif loop is not None and event.source == "manual":
+    elif loop is not None and event.source == EventSource.MANUAL:
         window = f"manual:{event.event_id.rsplit(':', 1)[-1]}"
     else:
         window = f"event:{event.event_id}"

@@ -8,10 +8,11 @@ from typing import Any, Protocol
 
 from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason, is_human
 from engine.core.ruleset import Approval, Loop, RuleSet, TriggerKind
+from engine.core.states import EventSource
 from engine.core.triggers import AFTER_SOURCE, EVENT_SOURCE, WATCH_SOURCE
 
 # The triggers whose ticks only the runtime makes, by the source of those ticks.
-_WAITING = {
+_WAITING: dict[str, TriggerKind] = {
     EVENT_SOURCE: TriggerKind.EVENT,
     AFTER_SOURCE: TriggerKind.AFTER,
     WATCH_SOURCE: TriggerKind.WATCH,
@@ -67,11 +68,11 @@ def loop_of(event: Tick, admitted_by: str, rules: RuleSet) -> Loop | None:
     if loop is None or loop.event_type != event.type:
         return None
     host = loop.trigger.kind is TriggerKind.HOST
-    if event.source == "schedule":
+    if event.source == EventSource.SCHEDULE:
         allowed = (admitted_by == Actor.SCHEDULE or is_human(admitted_by)) and not host
-    elif event.source == "bridge":
+    elif event.source == EventSource.BRIDGE:
         allowed = admitted_by == Actor.BRIDGE and host
-    elif event.source == "manual":
+    elif event.source == EventSource.MANUAL:
         allowed = admitted_by == Actor.SCHEDULE or is_human(admitted_by)
     elif event.source in _WAITING:
         allowed = admitted_by == Actor.SCHEDULE and loop.trigger.kind is _WAITING[event.source]

@@ -105,6 +105,27 @@ class Condition(StrEnum):
     ATTEMPTS_REMAIN = "attempts_remain"  # run: another attempt is allowed after a lost lease
 
 
+class EventSource(StrEnum):
+    """The sources of the events the engine makes itself (persisted in `events.source`;
+    an envelope a client posts may name a source of its own)."""
+
+    SCHEDULE = "schedule"  # the scheduler's slot, or an operator's backfill of one
+    BRIDGE = "bridge"  # a host timer's slot of a host-clock loop (`engine emit`)
+    MANUAL = "manual"  # a run-now, or a coalesced follow-up
+    ON_EVENT = "on-event"  # an `on-event` loop fired by an admitted event
+    AFTER = "after"  # an `after` loop fired by a concluded occurrence
+    WATCH = "watch"  # a condition watch's change
+    CHAIN = "chain"  # an outcome's chained event
+
+
+class FindingStatus(StrEnum):
+    """A finding's status (persisted in `findings.status`)."""
+
+    CANDIDATE = "candidate"  # recorded by triage, waiting for a person
+    PROMOTED = "promoted"
+    DISMISSED = "dismissed"
+
+
 TRIGGERS: dict[MachineKind, tuple[str, ...]] = {
     MachineKind.OCCURRENCE: tuple(OccurrenceTrigger),
     MachineKind.PROPOSAL: tuple(ProposalTrigger),

@@ -11,11 +11,12 @@ from engine.core.envelope import Envelope, iso
 from engine.core.records import EventRecord
 from engine.core.ruleset import Loop, TriggerKind
 from engine.core.slots import IntervalSlots, Slots, cadence_seconds, slots_of
+from engine.core.states import EventSource
 from engine.core.triggers import WAITING_SOURCES, WATCH_SOURCE
 
 # Sources whose ticks are a slot's firing: the scheduler's and a host timer's. A run-now
 # (source `manual`) is an event of its own, never a slot's identity.
-SLOT_SOURCES = frozenset({"schedule", "bridge"})
+SLOT_SOURCES = frozenset({EventSource.SCHEDULE, EventSource.BRIDGE})
 # The source of a watch loop's tick: a change of its probe, never a slot.
 
 
@@ -38,10 +39,10 @@ def slot_tick_id(source: str, loop: str, slot: datetime) -> str:
     """The one event id a slot's tick has, by who fires it: the scheduler (and an
     operator's backfill) `clock:<loop>:<slot>`, a host timer `bridge:<loop>:<slot>`. So a
     slot is admitted once: a second tick of it is a duplicate id."""
-    return bridge_tick_id(loop, slot) if source == "bridge" else tick_id(loop, slot)
+    return bridge_tick_id(loop, slot) if source == EventSource.BRIDGE else tick_id(loop, slot)
 
 
-def tick(loop: Loop, slot: datetime, skipped: int, source: str = "schedule") -> Envelope:
+def tick(loop: Loop, slot: datetime, skipped: int, source: str = EventSource.SCHEDULE) -> Envelope:
     """`clock:<loop>:<slot>`, the loop's event type, payload `{loop, slot,
     cadenceSeconds, skippedSlots}` merged over the loop's static payload."""
     event_id = tick_id(loop.name, slot)
@@ -110,7 +111,7 @@ def manual_tick(loop: Loop, now: datetime, token: str) -> Envelope:
     return Envelope(
         eventId=event_id,
         type=loop.event_type,
-        source="manual",
+        source=EventSource.MANUAL,
         subject=loop.name,
         occurredAt=now,
         correlationId=event_id,

@@ -16,13 +16,14 @@ from typing import Any, Final
 from dsl import expr as ex
 from engine.core.envelope import Envelope
 from engine.core.ruleset import Loop, RuleSet, TriggerKind
+from engine.core.states import EventSource
 
 # The sources of the ticks of the triggers that wait. Only the runtime admits them
 # (actor `schedule`): an envelope from outside that claims one follows its route
 # (engine.core.planner.loop_of).
-EVENT_SOURCE: Final = "on-event"
-AFTER_SOURCE: Final = "after"
-WATCH_SOURCE: Final = "watch"  # a condition watch's change (engine.core.ticks.watch_tick)
+EVENT_SOURCE: Final = EventSource.ON_EVENT
+AFTER_SOURCE: Final = EventSource.AFTER
+WATCH_SOURCE: Final = EventSource.WATCH  # a condition watch's change (engine.core.ticks.watch_tick)
 # The ticks whose occurrence window the runtime computed and put in `payload.window`.
 WAITING_SOURCES: Final = frozenset({EVENT_SOURCE, AFTER_SOURCE, WATCH_SOURCE})
 

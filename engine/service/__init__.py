@@ -16,7 +16,7 @@ from engine.core.records import (
     ProposalRecord,
     RunRecord,
 )
-from engine.core.states import ProposalState
+from engine.core.states import FindingStatus, ProposalState
 from engine.errors import NotFound
 from engine.service import (
     admission,
@@ -121,7 +121,7 @@ class Service:
         return runs.cancel(self.rt, run_id, actor, note)
 
     def findings(
-        self, limit: int = 50, status: str | None = "candidate", loop: str | None = None
+        self, limit: int = 50, status: str | None = FindingStatus.CANDIDATE, loop: str | None = None
     ) -> list[FindingRecord]:
         return findings.findings(self.rt, limit, status, loop)
 

@@ -317,7 +317,10 @@ def _round(
             return
         held = batch.opened.get(following.key) or stored.get(following.key)
         taken = not nxt.planned and nxt.event_id not in batch.undecided
-        facts = replace(after, decided=taken, existing=held)
+        if after.decided is taken and after.existing is held:
+            facts = after  # a catch-up's next slot: nothing of its own to fill in
+        else:
+            facts = replace(after, decided=taken, existing=held)
 
 
 def _write(rt: Runtime, batch: Batch, decided: list[_Decided]) -> None:

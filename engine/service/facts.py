@@ -33,7 +33,7 @@ from engine.core.records import (
 from engine.core.resume import ResumeFacts
 from engine.core.ruleset import Loop, RuleSet
 from engine.core.settle import Ending, SettleFacts, run_key, runs_of, waited_for
-from engine.core.states import OccurrenceState
+from engine.core.states import FindingStatus, OccurrenceState
 from engine.core.ticks import idempotency_key
 from engine.store.ports import Tx
 
@@ -192,7 +192,7 @@ def history(
         counted = sum(1 for o in found if o.event_id != event.event_id)
     return History(
         last_outcome=last_run.outcome if last_run else None,
-        findings=len(tx.list_findings(1000, status="candidate", loop=loop.name)),
+        findings=len(tx.list_findings(1000, status=FindingStatus.CANDIDATE, loop=loop.name)),
         usage=usage,
         previous=previous,
         counted=counted,

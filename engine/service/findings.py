@@ -13,6 +13,7 @@ from typing import Any
 from engine.core.decisions import DUPLICATE_REASONS, DecisionKind, Entity, is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import FindingRecord, OccurrenceRecord, RunRecord
+from engine.core.states import FindingStatus
 from engine.errors import BadRequest, Conflict, Forbidden, NotFound
 from engine.service.admission import admit_in, check
 from engine.service.context import Runtime
@@ -24,7 +25,10 @@ REPORT_LIMIT = 10_000
 
 
 def findings(
-    rt: Runtime, limit: int = 50, status: str | None = "candidate", loop: str | None = None
+    rt: Runtime,
+    limit: int = 50,
+    status: str | None = FindingStatus.CANDIDATE,
+    loop: str | None = None,
 ) -> list[FindingRecord]:
     with rt.store.read() as tx:
         return tx.list_findings(limit, status, loop)
@@ -41,12 +45,12 @@ def finding(rt: Runtime, finding_id: str) -> FindingRecord:
 def promote(rt: Runtime, finding_id: str, actor: str, note: str = "") -> FindingRecord:
     """candidate -> promoted, by a human only; admits `finding.promoted` when the
     registry declares it."""
-    return _decide(rt, finding_id, actor, "promoted", note)
+    return _decide(rt, finding_id, actor, FindingStatus.PROMOTED, note)
 
 
 def dismiss(rt: Runtime, finding_id: str, actor: str, reason: str) -> FindingRecord:
     """candidate -> dismissed (a false positive), by a human only."""
-    return _decide(rt, finding_id, actor, "dismissed", reason)
+    return _decide(rt, finding_id, actor, FindingStatus.DISMISSED, reason)
 
 
 def _decide(rt: Runtime, finding_id: str, actor: str, to: str, note: str) -> FindingRecord:
@@ -57,9 +61,11 @@ def _decide(rt: Runtime, finding_id: str, actor: str, to: str, note: str) -> Fin
         if found is None:
             raise NotFound(f"no finding '{finding_id}'")
         at = rt.now()
-        event_id = f"finding:{found.finding_id}" if to == "promoted" else None
+        event_id = f"finding:{found.finding_id}" if to == FindingStatus.PROMOTED else None
         promoted_event = event_id if PROMOTED_TYPE in rt.rules.event_types else None
-        if not tx.decide_finding(finding_id, "candidate", to, actor, at, promoted_event):
+        if not tx.decide_finding(
+            finding_id, FindingStatus.CANDIDATE, to, actor, at, promoted_event
+        ):
             raise Conflict(
                 f"finding '{finding_id}' is {found.status}, not candidate", status=found.status
             )
@@ -69,13 +75,13 @@ def _decide(rt: Runtime, finding_id: str, actor: str, to: str, note: str) -> Fin
             finding_id,
             to,
             actor,
-            from_state="candidate",
+            from_state=FindingStatus.CANDIDATE,
             to_state=to,
             note=note,
             at=at,
             data={"key": found.semantic_key, "event": promoted_event},
         )
-        if to == "promoted":
+        if to == FindingStatus.PROMOTED:
             notify(
                 rt,
                 tx,

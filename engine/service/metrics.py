@@ -22,7 +22,7 @@ from engine.core.decisions import DUPLICATE_REASONS, JournalAction
 from engine.core.envelope import iso
 from engine.core.machines import OCCURRENCE_TERMINAL
 from engine.core.policy import FailureClass
-from engine.core.states import OccurrenceState, ProposalState
+from engine.core.states import FindingStatus, OccurrenceState, ProposalState
 from engine.service.context import Runtime
 
 TERMINAL = frozenset(OCCURRENCE_TERMINAL)
@@ -86,7 +86,9 @@ def _figures(
     run_total = sum(int(r["n"]) for r in runs)
     dispatched = sum(int(r["n"]) for r in snap.get("dispatched", []))
     findings = {row["status"]: int(row["n"]) for row in snap["findings"]}
-    decided_findings = findings.get("promoted", 0) + findings.get("dismissed", 0)
+    decided_findings = findings.get(FindingStatus.PROMOTED, 0) + findings.get(
+        FindingStatus.DISMISSED, 0
+    )
     proposals = {row["state"]: int(row["n"]) for row in snap["proposals"]}
     by_operator = {row["state"]: int(row["by_operator"]) for row in snap["proposals"]}
     human_decided = by_operator.get(ProposalState.APPROVED, 0) + by_operator.get(
@@ -118,8 +120,10 @@ def _figures(
         "budgetUsed24h": budgets,
         "findings": findings,
         "findingObservations": sum(int(r["occurrences"] or 0) for r in snap["findings"]),
-        "candidatePromotionRate": _ratio(findings.get("promoted", 0), sum(findings.values())),
-        "findingDismissalRate": _ratio(findings.get("dismissed", 0), decided_findings),
+        "candidatePromotionRate": _ratio(
+            findings.get(FindingStatus.PROMOTED, 0), sum(findings.values())
+        ),
+        "findingDismissalRate": _ratio(findings.get(FindingStatus.DISMISSED, 0), decided_findings),
         "proposals": proposals,
         "humanAdoptionRate": _ratio(by_operator.get(ProposalState.APPROVED, 0), human_decided),
         "meanWaitSeconds": fmean(waits) if waits else None,

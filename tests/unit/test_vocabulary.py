@@ -24,6 +24,8 @@ ENUMS: tuple[type[StrEnum], ...] = (
     states.RunState,
     states.RunTrigger,
     states.Condition,
+    states.EventSource,
+    states.FindingStatus,
     decisions.Actor,
     decisions.NoopReason,
     decisions.DecisionKind,

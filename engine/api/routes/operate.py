@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.api import query, wire
 from engine.api.bodies import model_body, parse_json, read_body
 from engine.api.context import call, call_read, operator, reply, service, settings, wake
-from engine.core.states import ProposalState
+from engine.core.states import FindingStatus, ProposalState
 
 PROPOSAL_STATES = frozenset({*(s.value for s in ProposalState), "all"})
 
@@ -75,7 +75,7 @@ class DecideFindingBody(BaseModel):
     note: str = Field(default="", max_length=2000)
 
 
-FINDING_STATUSES = frozenset({"candidate", "promoted", "dismissed", "all"})
+FINDING_STATUSES = frozenset({*FindingStatus, "all"})
 
 
 @routes.post("/runs/{id}/cancel")
@@ -90,7 +90,7 @@ async def cancel_run(request: web.Request) -> web.Response:
 @routes.get("/findings")
 async def list_findings(request: web.Request) -> web.Response:
     operator(request)
-    status = query.choice(request.query, "status", FINDING_STATUSES, "candidate")
+    status = query.choice(request.query, "status", FINDING_STATUSES, FindingStatus.CANDIDATE)
     loop = query.text(request.query, "loop")
     limit = query.limit(request.query)
     found = await call_read(
