@@ -4,23 +4,21 @@ journal data keep their own keys."""
 
 from __future__ import annotations
 
-import dataclasses
 from importlib import metadata
 from typing import Any
 
-from engine.core.records import EventRecord, JournalEntry, ProposalRecord, RunRecord
-
-
-def camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
+from engine.core.records import (
+    EventRecord,
+    JournalEntry,
+    ProposalRecord,
+    RunRecord,
+    document,
+)
 
 
 def record(value: Any) -> dict[str, Any] | None:
     """A frozen record dataclass as a camelCase dict (None stays None)."""
-    if value is None:
-        return None
-    return {camel(f.name): getattr(value, f.name) for f in dataclasses.fields(value)}
+    return document(value)
 
 
 def records(values: list[Any]) -> list[dict[str, Any]]:

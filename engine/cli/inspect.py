@@ -14,6 +14,7 @@ from engine.bootstrap import database_exists, database_path, open_service
 from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
 from engine.cli.render import Column, fields, guarded, output, table
 from engine.core.decisions import Entity
+from engine.core.explain import tree as explain_tree
 from engine.core.states import RunState
 from engine.errors import NotFound
 from engine.service import Service
@@ -80,6 +81,16 @@ def register(sub: Any) -> None:
     add_db_options(p)
     p.set_defaults(handler=guarded(run_events))
 
+    p = parser_for(sub, "explain", "why an event happened and what came of it", EXPLAIN)
+    p.add_argument(
+        "id",
+        metavar="ID",
+        help="an event id (a delivery's GUID), a slot as LOOP@TIME, a proposal, a run or "
+        "an occurrence id",
+    )
+    add_db_options(p)
+    p.set_defaults(handler=guarded(run_explain))
+
     p = parser_for(sub, "journal", "read the append-only journal", JOURNAL)
     p.add_argument("--entity", choices=ENTITIES, help="only records of this kind")
     p.add_argument("--id", dest="entity_id", metavar="ID", help="only records of this entity")
@@ -90,6 +101,13 @@ def register(sub: Any) -> None:
 
 
 EVENTS = "List admitted events, newest first, or show one with its decision and occurrence."
+EXPLAIN = (
+    "The causal chain of one event, both ways: what caused it (a slot, a GitHub "
+    "delivery, an event that fired an on-event loop, an upstream occurrence, a run's "
+    "outcome through a chain rule), its decision with the rule and rules digest, its "
+    "occurrence's steps, its proposal and runs, and the events its runs chained "
+    "(docs/explain.md)."
+)
 JOURNAL = (
     "Lifecycle records oldest first, each with its actor (operator:<name>, schedule, "
     "chain, github, system, worker:<id>). Page on with --after <next>."
@@ -147,6 +165,12 @@ def _show_event(doc: dict[str, Any]) -> None:
     fields(doc["event"], "event")
     fields(doc["decision"], "decision")
     print(f"occurrence: {doc['occurrence'] or '-'}")
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    with opened(args) as service:
+        doc = service.explain(args.id)
+        return output(doc, args.json, lambda: print("\n".join(explain_tree(doc))))
 
 
 def run_journal(args: argparse.Namespace) -> int:

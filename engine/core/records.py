@@ -3,6 +3,7 @@ lifecycle vocabulary of engine.core.states)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -217,3 +218,15 @@ class NotificationRecord:
     attempts: int = 0
     last_error: str | None = None
     next_attempt_at: str | None = None
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def document(value: Any) -> dict[str, Any] | None:
+    """A frozen record dataclass as the camelCase dict the API shows (None stays None)."""
+    if value is None:
+        return None
+    return {camel(f.name): getattr(value, f.name) for f in dataclasses.fields(value)}

@@ -20,6 +20,7 @@ from engine.core.states import FindingStatus, ProposalState
 from engine.errors import NotFound
 from engine.service import (
     admission,
+    explain,
     findings,
     leases,
     metrics,
@@ -224,6 +225,10 @@ class Service:
                 "decision": decision,
                 "occurrence": tx.get_occurrence_state(event_id),
             }
+
+    def explain(self, ident: str) -> dict[str, Any]:
+        """The causal chain of an event, both ways (docs/explain.md)."""
+        return explain.explain(self.rt, ident)
 
     def events(self, limit: int = 50, type: str | None = None) -> list[EventRecord]:
         with self.rt.store.read() as tx:

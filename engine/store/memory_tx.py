@@ -136,6 +136,17 @@ class MemoryTx(LifecycleTx):
         )
         return take(found, limit)  # a dict keeps the order of its keys: seq order
 
+    def chained_by(self, event_id: str) -> str | None:
+        found = (
+            e.entity_id
+            for e in self._tables.journal.values()
+            if e.entity == "run"
+            and e.action == "chained"
+            and isinstance(e.data, dict)
+            and e.data.get("eventId") == event_id
+        )
+        return next(found, None)
+
     @writes
     def enqueue_outbox(
         self, event: dict[str, Any], origin_run: str | None, actor: str, at: str

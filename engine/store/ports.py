@@ -277,6 +277,9 @@ class JournalView(Protocol):
         self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None
     ) -> list[JournalEntry]: ...
 
+    def chained_by(self, event_id: str) -> str | None:
+        """The run whose outcome chained the event (its `chained` entry), if any."""
+
 
 class Journal(JournalView, Protocol):
     """Append-only: an entry is never updated or deleted; `seq` only grows."""

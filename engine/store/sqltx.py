@@ -506,6 +506,10 @@ class SqlTx:
         )
         return [_journal(r) for r in rows]
 
+    def chained_by(self, event_id: str) -> str | None:
+        row = self._one("chained_by", event_id=event_id)
+        return None if row is None else str(row["entity_id"])
+
     def enqueue_outbox(
         self, event: dict[str, Any], origin_run: str | None, actor: str, at: str
     ) -> None:

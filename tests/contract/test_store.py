@@ -2049,3 +2049,20 @@ def test_batch_reads_answer_what_the_one_row_reads_answer(open_store: Factory) -
             *tx.active_occurrences("hourly", None, ("triaging",)),
         ]
         assert tx.known_events([]) == set() and tx.occurrences_of_loops([], ("triaging",)) == []
+
+
+def test_the_run_that_chained_an_event_is_found_by_its_journal(open_store: Factory) -> None:
+    """`chained_by` names the run whose `chained` journal entry names the event (the
+    first, if several did), and nothing for an event no run chained."""
+    store = open_store()
+    with store.write() as tx:
+        for run_id, event_id in (("run-1", "e-2"), ("run-2", "e-3"), ("run-3", "e-2")):
+            tx.append_journal(
+                JournalEntry(at(1), "run", run_id, "chained", "chain", data={"eventId": event_id})
+            )
+        tx.append_journal(
+            JournalEntry(at(1), "run", "run-4", "queued", "system", data={"eventId": "e-9"})
+        )
+    with store.read() as tx:
+        assert (tx.chained_by("e-2"), tx.chained_by("e-3")) == ("run-1", "run-2")
+        assert tx.chained_by("e-9") is None and tx.chained_by("nope") is None

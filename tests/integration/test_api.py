@@ -318,6 +318,10 @@ def test_watched_proposal_approved_over_http_runs_and_chains(api_serve: Any) -> 
         e for e in journal_of(api_serve, proposal["proposalId"]) if e["action"] == "approved"
     ]
     assert [e["actor"] for e in approvals] == ["operator:bob"]
+    status, explained = api_serve.request("GET", f"/explain/{event['eventId']}", token=token)
+    assert status == 200 and explained["cause"]["kind"] == "chain"
+    assert explained["cause"]["from"]["event"]["eventId"] == doc["eventId"]
+    assert api_serve.request("GET", f"/explain/{doc['eventId']}")[0] == 401
 
 
 def test_reject_needs_a_reason_and_names_the_operator(api_serve: Any) -> None:

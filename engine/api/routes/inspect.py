@@ -33,6 +33,13 @@ async def show_event(request: web.Request) -> web.Response:
     return reply(wire.event_detail(found))
 
 
+@routes.get("/explain/{id:.+}")  # event ids may hold "/"; a slot is LOOP@TIME
+async def explain(request: web.Request) -> web.Response:
+    """The causal chain of an event, both ways (docs/explain.md)."""
+    operator(request)
+    return reply(await call_read(service(request).explain, request.match_info["id"]))
+
+
 @routes.get("/runs")
 async def list_runs(request: web.Request) -> web.Response:
     operator(request)

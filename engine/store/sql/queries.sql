@@ -449,3 +449,9 @@ ORDER BY created_at, proposal_id;
 -- caller keeps each (loop, repo)'s own, as active_occurrences would give them.
 SELECT * FROM occurrences
 WHERE loop IN (SELECT value FROM json_each(:keys)) AND state IN (SELECT value FROM json_each(:states));
+
+-- name: chained_by
+-- The run whose outcome chained an event (its `chained` journal entry names the event).
+SELECT entity_id FROM journal
+WHERE entity = 'run' AND action = 'chained' AND json_extract(data, '$.eventId') = :event_id
+ORDER BY seq LIMIT 1;

@@ -49,3 +49,8 @@ ORDER BY created_at, proposal_id;
 SELECT * FROM occurrences
 WHERE loop IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))
   AND state IN (SELECT jsonb_array_elements_text(CAST(:states AS jsonb)));
+
+-- name: chained_by
+SELECT entity_id FROM journal
+WHERE entity = 'run' AND action = 'chained' AND CAST(data AS jsonb) ->> 'eventId' = :event_id
+ORDER BY seq LIMIT 1;
