@@ -27,7 +27,6 @@ from engine.core.records import (
     EventRecord,
     LoopState,
     OccurrenceRecord,
-    ProposalRecord,
     RunRecord,
 )
 from engine.core.resume import ResumeFacts
@@ -39,37 +38,16 @@ from engine.store.ports import Tx
 
 
 def read_facts(tx: Tx, rules: RuleSet, event: EventRecord, at: str) -> Facts:
-    """What `decide` reads for `event`. The loop's state is read afresh for each event:
-    an earlier tick of the same pass may have moved its counters (a catch-up of several
-    slots whose occurrences end at triage)."""
-    decided = not event.planned and tx.get_decision(event.event_id) is not None
-    if decided:
-        return Facts(decided=True)
-    loop = loop_of(event, event.admitted_by, rules)
-    ident = occ_core.identity(event, loop)
-    existing = tx.get_occurrence_by_key(ident.key)
-    if loop is None:
-        return Facts(existing=existing)
-    if existing is not None and existing.event_id != event.event_id:
-        return Facts(existing=existing)  # a fold reads nothing else
-    state = tx.get_loop_state(loop.name)
-    paused = state is not None and state.paused
-    active = counted_active(tx, loop, ident.repo) if loop.enabled and not paused else ()
-    return Facts(
-        existing=existing,
-        state=state,
-        in_flight=tx.loop_in_flight(loop.name),
-        active=active,
-        history=history(tx, loop, event, ident.repo, state, at) if needs_history(loop) else None,
-        open_proposals=superseded(tx, loop) if may_supersede(rules, loop, event) else (),
-        last_notified=None,  # a new occurrence never concludes `completed` at planning
-    )
+    """What `decide` reads for `event` (`read_facts_many` of one). The loop's state is
+    read afresh for each event: an earlier tick of the same pass may have moved its
+    counters (a catch-up of several slots whose occurrences end at triage)."""
+    return read_facts_many(tx, rules, [event], at)[0]
 
 
 def read_facts_many(tx: Tx, rules: RuleSet, events: Sequence[EventRecord], at: str) -> list[Facts]:
-    """`read_facts` of each event, with one read per kind of fact for them all (the
-    batched writer's round: engine.service.batch). The events are of different loops
-    (or of none), so no decision among them reads what another writes."""
+    """What `decide` reads for each event, with one read per kind of fact for them all
+    (the batched writer's round: engine.service.batch). The events are of different
+    loops (or of none), so no decision among them reads what another writes."""
     decided = tx.decided_events(e.event_id for e in events if not e.planned)
     loops = [loop_of(e, e.admitted_by, rules) for e in events]
     idents = [occ_core.identity(e, loop) for e, loop in zip(events, loops, strict=True)]
@@ -117,7 +95,8 @@ def read_facts_many(tx: Tx, rules: RuleSet, events: Sequence[EventRecord], at: s
 
 
 def _superseded_of(tx: Tx, loops: set[str]) -> dict[str, tuple[Superseded, ...]]:
-    """`superseded` of several loops at once."""
+    """The open proposals of some loops, by loop, each with its occurrence and its
+    event's correlation."""
     if not loops:
         return {}
     proposals = tx.open_proposals_of(loops)
@@ -128,19 +107,13 @@ def _superseded_of(tx: Tx, loops: set[str]) -> dict[str, tuple[Superseded, ...]]
     occurrences = tx.occurrences_by_ids(ids)
     found: defaultdict[str, list[Superseded]] = defaultdict(list)
     for proposal in proposals:
-        if proposal.loop is not None:
-            found[proposal.loop].append(_superseding(proposal, events, occurrences))
+        if proposal.loop is None:
+            continue
+        event = events.get(proposal.event_id)
+        correlation = (event.correlation_id or event.event_id) if event else proposal.event_id
+        occurrence = occurrences.get(proposal.event_id)
+        found[proposal.loop].append(Superseded(proposal, occurrence, correlation))
     return {loop: tuple(items) for loop, items in found.items()}
-
-
-def _superseding(
-    proposal: ProposalRecord,
-    events: dict[str, EventRecord],
-    occurrences: dict[str, OccurrenceRecord],
-) -> Superseded:
-    event = events.get(proposal.event_id)
-    correlation = (event.correlation_id or event.event_id) if event else proposal.event_id
-    return Superseded(proposal, occurrences.get(proposal.event_id), correlation)
 
 
 def counted_active(tx: Tx, loop: Loop, repo: str | None) -> tuple[OccurrenceRecord, ...]:
@@ -203,18 +176,6 @@ def last_resumed(tx: Tx, loop: str) -> str | None:
     """When an operator last resumed the loop (its journal), if ever."""
     entries = tx.list_journal(1000, 0, Entity.LOOP, loop)
     return next((e.at for e in reversed(entries) if e.action == JournalAction.RESUMED), None)
-
-
-def superseded(tx: Tx, loop: Loop) -> tuple[Superseded, ...]:
-    """The loop's open proposals, with their occurrences and events' correlations."""
-    found = []
-    for proposal in tx.open_loop_proposals(loop.name):
-        event = tx.get_event(proposal.event_id)
-        events = {event.event_id: event} if event is not None else {}
-        occ = tx.get_occurrence(proposal.event_id)
-        occurrences = {occ.event_id: occ} if occ is not None else {}
-        found.append(_superseding(proposal, events, occurrences))
-    return tuple(found)
 
 
 def settle_facts(tx: Tx, rules: RuleSet, run: RunRecord) -> SettleFacts:
