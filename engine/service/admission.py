@@ -101,15 +101,14 @@ def admit_record(
 
 def admitted_entry(rt: Runtime, row: EventRecord) -> JournalEntry:
     """The journal entry of an admission: `event <id> admitted` by its actor."""
-    return JournalEntry(
-        at=row.admitted_at,
-        entity=Entity.EVENT,
-        entity_id=row.event_id,
-        action=JournalAction.ADMITTED,
-        actor=row.admitted_by,
+    return rt.entry(
+        Entity.EVENT,
+        row.event_id,
+        JournalAction.ADMITTED,
+        row.admitted_by,
         to_state="admitted",
-        rules_digest=rt.rules.digest,
         data={"type": row.type, "source": row.source, "loop": row.loop},
+        at=row.admitted_at,
     )
 
 

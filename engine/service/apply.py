@@ -26,7 +26,7 @@ from engine.core.effects import (
     Signal,
     Transition,
 )
-from engine.core.records import RunRecord
+from engine.core.records import JournalEntry, RunRecord
 from engine.core.states import RunState
 from engine.errors import Unprocessable
 from engine.service.admission import admit_record, check
@@ -40,9 +40,9 @@ def apply(rt: Runtime, tx: Tx, plan: Iterable[Effect], at: str) -> None:
         _apply(rt, tx, effect, at)
 
 
-def _journal(rt: Runtime, tx: Tx, j: Journal, at: str) -> None:
-    rt.journal(
-        tx,
+def entry_of(rt: Runtime, j: Journal, at: str) -> JournalEntry:
+    """The journal record a `Journal` effect appends at instant `at`."""
+    return rt.entry(
         j.entity,
         j.entity_id,
         j.action,
@@ -58,7 +58,7 @@ def _journal(rt: Runtime, tx: Tx, j: Journal, at: str) -> None:
 def _apply(rt: Runtime, tx: Tx, effect: Effect, at: str) -> None:
     match effect:
         case Journal():
-            _journal(rt, tx, effect, at)
+            tx.append_journal(entry_of(rt, effect, at))
         case MarkPlanned(event_id):
             tx.mark_planned(event_id)
         case Decide(record):

@@ -97,57 +97,6 @@ class Batch:
         if entry is not None:
             self.journal.append(entry)
 
-    def note(
-        self,
-        entity: str,
-        entity_id: str,
-        action: str,
-        actor: str,
-        *,
-        from_state: str | None = None,
-        to_state: str | None = None,
-        text: str = "",
-        data: dict[str, object] | None = None,
-    ) -> None:
-        """Append a journal entry, stamped with the rules digest in force."""
-        self.journal.append(
-            self._entry(
-                entity,
-                entity_id,
-                action,
-                actor,
-                from_state=from_state,
-                to_state=to_state,
-                text=text,
-                data=data,
-            )
-        )
-
-    def _entry(
-        self,
-        entity: str,
-        entity_id: str,
-        action: str,
-        actor: str,
-        *,
-        from_state: str | None = None,
-        to_state: str | None = None,
-        text: str = "",
-        data: dict[str, object] | None = None,
-    ) -> JournalEntry:
-        return JournalEntry(
-            at=self.at,
-            entity=entity,
-            entity_id=entity_id,
-            action=action,
-            actor=actor,
-            from_state=from_state,
-            to_state=to_state,
-            rules_digest=self.rt.rules.digest,
-            note=text,
-            data=data,
-        )
-
     # ---- plans -----------------------------------------------------------------------
     def apply(self, plan: Iterable[Effect]) -> None:
         for effect in plan:
@@ -158,16 +107,7 @@ class Batch:
     def _apply(self, effect: Effect) -> None:
         match effect:
             case Journal():
-                self.note(
-                    effect.entity,
-                    effect.entity_id,
-                    effect.action,
-                    effect.actor,
-                    from_state=effect.from_state,
-                    to_state=effect.to_state,
-                    text=effect.note,
-                    data=effect.data,
-                )
+                self.journal.append(applying.entry_of(self.rt, effect, self.at))
             case MarkPlanned(event_id):
                 self.planned.append(event_id)
             case Decide(decision) if decision.event_id in self.undecided:

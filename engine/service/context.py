@@ -64,6 +64,33 @@ class Runtime:
     def now(self) -> str:
         return iso(self.clock())
 
+    def entry(
+        self,
+        entity: str,
+        entity_id: str,
+        action: str,
+        actor: str,
+        *,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        note: str = "",
+        data: dict[str, Any] | None = None,
+        at: str | None = None,
+    ) -> JournalEntry:
+        """One lifecycle record, stamped with the rules digest in force."""
+        return JournalEntry(
+            at=at or self.now(),
+            entity=entity,
+            entity_id=entity_id,
+            action=action,
+            actor=actor,
+            from_state=from_state,
+            to_state=to_state,
+            rules_digest=self.rules.digest,
+            note=note,
+            data=data,
+        )
+
     def journal(
         self,
         tx: Tx,
@@ -78,18 +105,17 @@ class Runtime:
         data: dict[str, Any] | None = None,
         at: str | None = None,
     ) -> None:
-        """Append one lifecycle record, stamped with the rules digest in force."""
+        """Append one lifecycle record (`entry`)."""
         tx.append_journal(
-            JournalEntry(
-                at=at or self.now(),
-                entity=entity,
-                entity_id=entity_id,
-                action=action,
-                actor=actor,
+            self.entry(
+                entity,
+                entity_id,
+                action,
+                actor,
                 from_state=from_state,
                 to_state=to_state,
-                rules_digest=self.rules.digest,
                 note=note,
                 data=data,
+                at=at,
             )
         )
