@@ -4,12 +4,16 @@ commands) and the tests open the runtime through here."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from engine.adapters.probe import ProbeRunner
 from engine.core.validation import Validators
-from engine.errors import BadRequest
+from engine.errors import BadRequest, ConfigError
 from engine.loading import Paths, load_rules
 from engine.service import Runtime, Service
 from engine.service.context import NOW_ENV, Clock, clock_from_env
@@ -71,6 +75,27 @@ def open_store(db: str, limits: Limits | None = None, probe: bool = True) -> Sto
     from engine.store.sqlite import SqliteStore
 
     return SqliteStore(db, limits, probe)
+
+
+@contextmanager
+def read_only_copy(db: str) -> Iterator[Store]:
+    """A store over the records of `db` that never writes `db`: a SQLite file is
+    copied (with its write-ahead log) to a temporary directory and opened there
+    (migrated there when it is older). ConfigError when there is no such file."""
+    if is_database_url(db):
+        raise ConfigError("a PostgreSQL database cannot be read this way yet; give a SQLite file")
+    if not os.path.isfile(db):
+        raise ConfigError(f"no database file at {db}")
+    with tempfile.TemporaryDirectory(prefix="engine-copy-") as scratch:
+        copy = Path(scratch) / "copy.db"
+        shutil.copyfile(db, copy)
+        if os.path.isfile(f"{db}-wal"):  # commits not yet checkpointed into the file
+            shutil.copyfile(f"{db}-wal", f"{copy}-wal")
+        store = open_store(str(copy))
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 def artifacts_dir(db: str) -> Path:

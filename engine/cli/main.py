@@ -34,6 +34,8 @@ COMMANDS = {
     "runs": "engine.cli.inspect",
     "events": "engine.cli.inspect",
     "journal": "engine.cli.inspect",
+    "explain": "engine.cli.inspect",
+    "simulate": "engine.cli.simulate",
     "schedule": "engine.cli.schedule",
     "doctor": "engine.cli.doctor",
     "stats": "engine.cli.stats",
