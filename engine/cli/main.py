@@ -38,6 +38,7 @@ COMMANDS = {
     "doctor": "engine.cli.doctor",
     "stats": "engine.cli.stats",
     "demo": "engine.cli.demo",
+    "replay": "engine.cli.replay",
 }
 
 DESCRIPTION = """\

@@ -29,13 +29,19 @@ _SORTED = json.JSONEncoder(indent=2, sort_keys=True, ensure_ascii=False)
 _MISSING = dataclasses.MISSING
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def to_json(value: Any, tagged: bool = False, compact: bool = False) -> Any:
     """`value` as plain JSON. With `tagged`, a dataclass becomes `{"kind": <class>,
     ...fields}` (the effects of a plan by kind); records inside stay untagged. With
     `compact`, a dataclass field equal to its default is left out."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if isinstance(value, _SCALARS) and not isinstance(value, enum.Enum):
+        return value
+    fields = _fields(type(value))
+    if fields is not None:
         out: dict[str, Any] = {}
-        for name, default in _fields(type(value)):
+        for name, default in fields:
             held = getattr(value, name)
             if not (compact and held == default):
                 out[name] = to_json(held, compact=compact)
@@ -57,8 +63,11 @@ def to_json(value: Any, tagged: bool = False, compact: bool = False) -> Any:
 
 
 @cache
-def _fields(kind: type) -> tuple[tuple[str, Any], ...]:
-    """A dataclass's fields with their defaults (`_MISSING` for none), once per class."""
+def _fields(kind: type) -> tuple[tuple[str, Any], ...] | None:
+    """A dataclass's fields with their defaults (`_MISSING` for none), once per class;
+    None for a type that is not a dataclass."""
+    if not dataclasses.is_dataclass(kind):
+        return None
     return tuple(
         (f.name, f.default if f.default is not _MISSING else _factory_default(f))
         for f in dataclasses.fields(kind)
