@@ -38,7 +38,8 @@ def to_json(value: Any, tagged: bool = False, compact: bool = False) -> Any:
     `compact`, a dataclass field equal to its default is left out."""
     if isinstance(value, _SCALARS) and not isinstance(value, enum.Enum):
         return value
-    fields = _fields(type(value))
+    kind: type = type(value)
+    fields = _fields(kind)
     if fields is not None:
         out: dict[str, Any] = {}
         for name, default in fields:
