@@ -2,7 +2,8 @@
 a wave of `loops` ticks, written with plain sqlite3 in one transaction.
 
 Per tick, as the engine's file holds them after a wave: one `events` row (planned), one
-`decisions` row, one `occurrences` row, one `proposals` row, three `journal` rows
+`decisions` row (with the facts it read), one `occurrences` row, one `proposals` row,
+three `journal` rows
 (event admitted, occurrence decided, proposal opened) and an update of the loop's
 `loop_state` cursor; values of the same width (JSON payloads, sha256-derived proposal
 ids, the rules digest, a rule location). The schema is the engine's own migrations
@@ -34,11 +35,12 @@ DIGEST = "sha256:" + "0" * 64
 NOTE = "watched: waiting for an operator"
 SLOT = "2026-12-01T10:00:00Z"
 AT = "2026-12-01T10:00:00.500000Z"
+ENABLED = "2026-12-01T09:59:59.000000Z"
 OCCURRED = "2026-12-01T10:00:00.000000Z"
 
 INSERT = {
     "events": "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,1)",
-    "decisions": "INSERT INTO decisions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+    "decisions": "INSERT INTO decisions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "occurrences": "INSERT INTO occurrences (event_id, loop, state, updated_at, "
     "occurrence_key, repo, window, decision, evidence, reserved, created_at) "
     "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -99,8 +101,15 @@ def tick_rows(loops: int) -> Rows:
         rows["events"].append(
             (event, EVENT_TYPE, "schedule", loop, OCCURRED, event, payload, loop, AT, "schedule")
         )
+        # the facts the decision read (the loop's state), as compact JSON text
+        facts = json.dumps(
+            {"state": {"loop": loop, "enabled": True, "enabled_since": ENABLED, "cursor": None,
+                       "last_slot": None, "paused": False, "pause_note": "", "paused_by": None,
+                       "updated_at": ENABLED}},
+            separators=(",", ":"),
+        )  # fmt: skip
         rows["decisions"].append(
-            (event, "propose", None, ref, loop, None, 0, 0, rule, NOTE, DIGEST, AT)
+            (event, "propose", None, ref, loop, None, 0, 0, rule, NOTE, DIGEST, AT, facts)
         )
         snapshot = {
             "active": 0,

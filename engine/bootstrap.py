@@ -79,11 +79,20 @@ def open_store(db: str, limits: Limits | None = None, probe: bool = True) -> Sto
 
 @contextmanager
 def read_only_copy(db: str) -> Iterator[Store]:
-    """A store over the records of `db` that never writes `db`: a SQLite file is
-    copied (with its write-ahead log) to a temporary directory and opened there
-    (migrated there when it is older). ConfigError when there is no such file."""
+    """A store over the records of `db` that never writes `db` (`engine simulate
+    --db`, `engine replay`): a SQLite file is copied (with its write-ahead log) to a
+    temporary directory and opened there (migrated there when it is older); a
+    PostgreSQL database is only read, and one this engine would have to migrate is
+    refused (ConfigError). ConfigError when there is no such file."""
     if is_database_url(db):
-        raise ConfigError("a PostgreSQL database cannot be read this way yet; give a SQLite file")
+        from engine.store.postgres import PostgresStore  # psycopg only when it is used
+
+        server = PostgresStore(db, only_read=True)
+        try:
+            yield server
+        finally:
+            server.close()
+        return
     if not os.path.isfile(db):
         raise ConfigError(f"no database file at {db}")
     with tempfile.TemporaryDirectory(prefix="engine-copy-") as scratch:

@@ -25,24 +25,22 @@ is the change of behaviour a reviewer must accept."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import enum
 import inspect
 import json
 import sys
 import tempfile
-import types
 from collections.abc import Callable, Iterator
 from contextlib import chdir, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 import engine.core.decide as decide_module  # noqa: E402
+from engine.core.codec import revive, to_json  # noqa: E402
 from engine.core.envelope import Envelope, parse_iso  # noqa: E402
 from engine.core.records import EventRecord  # noqa: E402
 from engine.core.validation import Validators  # noqa: E402
@@ -81,49 +79,6 @@ def load_golden(name: str) -> dict[str, Any]:
 def dumps(value: Any) -> str:
     """The one text of a golden: sorted keys, two-space indent, a final newline."""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-# ---- JSON of plans, facts and records -----------------------------------------------------
-
-
-def to_json(value: Any, tagged: bool = False) -> Any:
-    """`value` as plain JSON. With `tagged`, a dataclass becomes `{"kind": <class>,
-    ...fields}` (the effects of a plan by kind); records inside stay untagged."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        return {"kind": type(value).__name__, **fields} if tagged else fields
-    if isinstance(value, Envelope):
-        return value.model_dump(mode="json", by_alias=True)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        items = [to_json(v, tagged) for v in value]
-        return sorted(items, key=dumps) if isinstance(value, set | frozenset) else items
-    return value
-
-
-def revive(kind: Any, value: Any) -> Any:
-    """The value of type `kind` that `to_json` made `value` from (facts and events)."""
-    if value is None:
-        return None
-    origin = get_origin(kind)
-    if origin in (Union, types.UnionType):
-        inner = [a for a in get_args(kind) if a is not type(None)]
-        return revive(inner[0], value) if len(inner) == 1 else value
-    if origin is tuple:
-        args = get_args(kind)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(revive(args[0], v) for v in value)
-        return tuple(revive(a, v) for a, v in zip(args, value, strict=True))
-    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        hints = get_type_hints(kind)
-        names = {f.name for f in dataclasses.fields(kind) if f.init}
-        return kind(**{k: revive(hints[k], v) for k, v in value.items() if k in names})
-    return value
 
 
 # ---- recording the plans ------------------------------------------------------------------

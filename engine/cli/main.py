@@ -40,6 +40,7 @@ COMMANDS = {
     "doctor": "engine.cli.doctor",
     "stats": "engine.cli.stats",
     "demo": "engine.cli.demo",
+    "replay": "engine.cli.replay",
 }
 
 DESCRIPTION = """\

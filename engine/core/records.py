@@ -42,6 +42,9 @@ class DecisionRecord:
     note: str
     rules_digest: str
     decided_at: str
+    # The facts the decision read (engine.core.codec.encode_facts), for `engine replay`;
+    # None for a decision made before they were recorded.
+    facts: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

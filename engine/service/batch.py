@@ -27,6 +27,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from engine.core.codec import encode_facts, with_facts
 from engine.core.decide import Facts, carried, decide
 from engine.core.decisions import Actor, DecisionKind, Entity, JournalAction, NoopReason
 from engine.core.effects import Decide, Effect, Journal, MarkPlanned, OpenOccurrence, Plan, Propose
@@ -235,12 +236,17 @@ def _round(
     stored: dict[str, OccurrenceRecord],
     decided: list[_Decided],
 ) -> None:
-    """Decide the loop's next events while its facts carry."""
+    """Decide the loop's next events while its facts carry; each decision keeps the facts
+    it read, encoded once while they carry unchanged (a catch-up's slots)."""
     rules, at = rt.rules, batch.at
+    encoded: tuple[Facts, str] | None = None
     while pending.events:
         event = pending.events.pop(0)
         try:
             plan = decide(event, rules, facts, rt.lifecycle, at)
+            if encoded is None or encoded[0] is not facts:
+                encoded = (facts, encode_facts(facts))
+            plan = with_facts(plan, encoded[1])
         except Exception as err:  # a decision that raises is the event's fault alone
             decided.append((event, err))
             return
@@ -302,7 +308,8 @@ def _alone(rt: Runtime, batch: Batch, event: EventRecord) -> None:
     try:
         with tx.savepoint():
             facts = read_facts_many(tx, rt.rules, [event], at)[0]
-            applying.apply(rt, tx, decide(event, rt.rules, facts, rt.lifecycle, at), at)
+            plan = decide(event, rt.rules, facts, rt.lifecycle, at)
+            applying.apply(rt, tx, with_facts(plan, encode_facts(facts)), at)
     except Unavailable:
         raise
     except Exception as err:

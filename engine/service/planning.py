@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from engine.core.codec import encode_facts, with_facts
 from engine.core.decide import decide, queue
 from engine.core.records import EventRecord, RunRecord
 from engine.errors import Unavailable
@@ -52,7 +53,8 @@ def plan_one(rt: Runtime, tx: Tx, event: EventRecord, at: str) -> None:
     planned (the scheduler admits and plans a tick in one commit) is fresh: nobody else
     can have decided it."""
     facts = read_facts(tx, rt.rules, event, at)
-    apply(rt, tx, decide(event, rt.rules, facts, rt.lifecycle, at), at)
+    plan = decide(event, rt.rules, facts, rt.lifecycle, at)
+    apply(rt, tx, with_facts(plan, encode_facts(facts)), at)
 
 
 def queue_run(

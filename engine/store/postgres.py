@@ -168,7 +168,9 @@ class PostgresStore:
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, limits: Limits | None = None, probe: bool = True) -> None:
+    def __init__(
+        self, url: str, limits: Limits | None = None, probe: bool = True, *, only_read: bool = False
+    ) -> None:
         self.url = url
         self.limits = limits or Limits()
         self.health = Health()
@@ -177,7 +179,10 @@ class PostgresStore:
         self._writer = _Session(self._connect, self.limits.lock_timeout, self._what)
         self._reader = _Session(self._connect, self.limits.lock_timeout, self._what)
         try:
-            self.migrate(probe)
+            if only_read:
+                self.require_current()
+            else:
+                self.migrate(probe)
         except BaseException:
             self.close()
             raise
@@ -209,6 +214,28 @@ class PostgresStore:
             "tcp_keepalives_count": KEEPALIVES_COUNT,
         }
         return "; ".join(f"SET {name} = {value}" for name, value in settings.items())
+
+    def require_current(self) -> None:
+        """Refuse, without writing anything, a database this engine would have to
+        migrate (ConfigError: nothing is changed) or one a newer engine migrated
+        (SchemaTooNew): for a command that only reads a server database."""
+        known = migrations(self.dialect)
+        newest = max(v for v, _ in known)
+        with self._transaction(writing=False) as cur:
+            cur.execute("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+            row = cur.fetchone()
+            done: set[object] = set()
+            if row is not None and row["present"]:
+                cur.execute("SELECT version FROM schema_migrations")
+                done = {r["version"] for r in cur.fetchall()}
+        check_versions(self._what, done, newest)
+        if {v for v, _ in known} - done:
+            have = max((v for v in done if isinstance(v, int)), default=0)
+            raise ConfigError(
+                f"the database {self._what} has schema version {have}, older than this "
+                f"engine's {newest}; it is only read here, never migrated: start the engine "
+                "on it once (engine serve migrates it), or give a copy of it"
+            )
 
     def migrate(self, probe: bool = True) -> None:
         """Apply the numbered migrations not yet applied, in one transaction that holds

@@ -207,6 +207,7 @@ def _decision_row(decision: DecisionRecord) -> dict[str, Any]:
         "note": decision.note,
         "rules_digest": decision.rules_digest,
         "decided_at": decision.decided_at,
+        "facts": decision.facts,
     }
 
 

@@ -2066,3 +2066,51 @@ def test_the_run_that_chained_an_event_is_found_by_its_journal(open_store: Facto
     with store.read() as tx:
         assert (tx.chained_by("e-2"), tx.chained_by("e-3")) == ("run-1", "run-2")
         assert tx.chained_by("e-9") is None and tx.chained_by("nope") is None
+
+
+# ---- the facts kept with a decision (engine replay) -------------------------------------
+
+
+def test_a_decision_keeps_the_facts_it_was_decided_on(open_store: Factory) -> None:
+    """The facts text stored with a decision reads back unchanged, singly and batched;
+    a decision stored without facts reads back with None."""
+    store = open_store()
+    facts = '{"state":{"loop":"nightly","enabled":true},"in_flight":true}'
+    with store.write() as tx:
+        tx.insert_events([event("e-1"), event("e-2"), event("e-3")])
+        assert tx.insert_decision(dataclasses.replace(decision("e-1"), facts=facts)) is True
+        tx.insert_decisions([dataclasses.replace(decision("e-2"), facts="{}"), decision("e-3")])
+    with store.read() as tx:
+        assert [tx.get_decision(e) for e in ("e-1", "e-2", "e-3")] == [
+            dataclasses.replace(decision("e-1"), facts=facts),
+            dataclasses.replace(decision("e-2"), facts="{}"),
+            decision("e-3"),
+        ]
+
+
+@real_databases  # migrations are SQL run on a database (the memory store has no schema)
+def test_migration_6_leaves_older_decisions_without_facts(
+    open_store: Factory, database: str
+) -> None:
+    """A database at schema version 5 with a decision is brought to version 6: the
+    decision keeps its fields and has NULL facts (made before they were recorded), and
+    a new decision keeps its facts."""
+    _create_at(
+        database,
+        5,
+        ("INSERT INTO events VALUES ('e-1', 'tick', 'schedule', 's', ?, 'e-1', '{}', "
+         "'nightly', ?, 'schedule', 1)", (at(1), at(1))),
+        ("INSERT INTO decisions VALUES ('e-1', 'propose', NULL, 'dispatch@1', 'nightly', NULL, "
+         "1, 0, 'rules/dispatch', 'needs a human', 'sha256:abc', ?)",
+         ("2026-11-30T10:00:01.000000Z",)),
+    )  # fmt: skip
+    store = open_store()
+    assert (6,) in databases.rows(database, "SELECT version FROM schema_migrations")
+    with store.write() as tx:
+        old = tx.get_decision("e-1")
+        assert old == decision("e-1") and old.facts is None
+        tx.insert_event(event("e-2"))
+        tx.insert_decision(dataclasses.replace(decision("e-2"), facts="{}"))
+    with store.read() as tx:
+        new = tx.get_decision("e-2")
+        assert new is not None and new.facts == "{}"

@@ -26,9 +26,9 @@ UPDATE events SET planned = 1 WHERE event_id = :event_id;
 
 -- name: insert_decision
 INSERT INTO decisions (event_id, kind, reason, definition, loop, approved_by, human_only,
-                       mutating, rule, note, rules_digest, decided_at)
+                       mutating, rule, note, rules_digest, decided_at, facts)
 VALUES (:event_id, :kind, :reason, :definition, :loop, :approved_by, :human_only,
-        :mutating, :rule, :note, :rules_digest, :decided_at)
+        :mutating, :rule, :note, :rules_digest, :decided_at, :facts)
 ON CONFLICT (event_id) DO NOTHING;
 
 -- name: get_decision
