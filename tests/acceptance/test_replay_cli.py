@@ -1,19 +1,25 @@
 """`engine replay` as a subprocess over a database recorded by the real service
 (docs/examples/replay/record.py: slots fired, a sleep under `catch-up none`, a proposal
-approved and one rejected, a run with an outcome): what a rules change would decide
-otherwise, and never a write to the recorded file."""
+approved and one rejected, a run with an outcome), and over one a real `engine serve`
+recorded from signed GitHub deliveries (POST /github, GitHub's own example payloads):
+what a rules change would decide otherwise, and never a write to the recorded file."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Serve, launch_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "replay"
@@ -142,3 +148,148 @@ def test_invalid_rules_exit_1_as_engine_check(recorded: Path, tmp_path: Path) ->
     done = engine("replay", "--db", recorded, "--rules", rules, "--registry", EXAMPLE / "registry")
     assert done.returncode == 1
     assert "error[" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---- webhook deliveries recorded by a real `engine serve` ---------------------------------
+
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "github-payloads"
+SECRET = "webhook-secret"
+TOKEN = "tok"
+
+
+def payload(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / name).read_bytes())
+    return data
+
+
+def green_run() -> dict[str, Any]:
+    """The completed run with one PR as a successful pull-request workflow."""
+    data = payload("workflow_run.completed.with-pull-requests.payload.json")
+    run = data["workflow_run"]
+    run["event"], run["head_sha"] = "pull_request", run["pull_requests"][0]["head"]["sha"]
+    return data
+
+
+def failed_run() -> dict[str, Any]:
+    data = payload("workflow_run.completed.payload.json")
+    data["workflow_run"]["conclusion"] = "failure"
+    return data
+
+
+# (X-GitHub-Event, body): GitHub's example deliveries, and two runs derived from them.
+DELIVERIES = [
+    ("pull_request", payload("pull_request.opened.payload.json")),
+    ("pull_request", payload("pull_request.synchronize.payload.json")),
+    ("pull_request", payload("pull_request.ready_for_review.payload.json")),
+    ("workflow_run", green_run()),
+    ("workflow_run", failed_run()),
+    ("ping", payload("ping.payload.json")),  # ignored: not kept
+]
+
+
+def config_of(folder: Path) -> Path:
+    """A repos.yaml naming the fixtures' repositories, as their payloads spell them."""
+    pull = payload("pull_request.opened.payload.json")
+    run = payload("workflow_run.completed.payload.json")["repository"]["full_name"]
+    folder.mkdir()
+    (folder / "repos.yaml").write_text(
+        "repos:\n"
+        f"  hello-world:\n    github: {pull['repository']['full_name']}\n"
+        f"    base: {pull['pull_request']['base']['ref']}\n"
+        f"  octo-repo:\n    github: {run}\n    base: master\n"
+    )
+    return folder
+
+
+def post(serve: Serve, kind: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """POST /github as GitHub does (signed over the raw bytes): the GUID and the answer."""
+    data, guid = json.dumps(body).encode(), str(uuid.uuid4())
+    headers = {
+        "X-GitHub-Event": kind,
+        "X-GitHub-Delivery": guid,
+        "X-Hub-Signature-256": "sha256="
+        + hmac.new(SECRET.encode(), data, hashlib.sha256).hexdigest(),
+    }
+    status, answer = serve.request("POST", "/github", raw=data, headers=headers)
+    assert status in (200, 202), answer
+    return guid, answer
+
+
+@dataclass(frozen=True)
+class Webhooks:
+    db: Path
+    config: Path
+    guids: list[str]  # the GUID of each of DELIVERIES, in order
+    admitted: dict[str, str]  # event id -> the GUID of the delivery that admitted it
+
+
+@pytest.fixture(scope="module")
+def webhooks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhooks]:
+    """A database recorded by `engine serve` (the shipped rules) from signed deliveries,
+    each admitted one decided before the server stops."""
+    workdir = tmp_path_factory.mktemp("webhooks")
+    config = config_of(workdir / "config")
+    env = {"ENGINE_GITHUB_WEBHOOK_SECRET": SECRET, "ENGINE_OPERATOR_TOKEN": f"alice:{TOKEN}"}
+    serve = launch_serve(workdir, ROOT, env, "--config", str(config), "--no-worker")
+    try:
+        admitted, guids = {}, []
+        for kind, body in DELIVERIES:
+            guid, answer = post(serve, kind, body)
+            guids.append(guid)
+            if answer.get("admitted"):
+                admitted[answer["eventId"]] = guid
+        for event_id in admitted:
+            serve.wait_for(f"/events/{event_id}", lambda a: a["decision"] is not None, TOKEN)
+    finally:
+        assert serve.stop() == 0
+    assert len(admitted) == 5
+    yield Webhooks(Path(serve.db), config, guids, admitted)
+
+
+def replay_shipped(webhooks: Webhooks, rules: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    done = engine("replay", "--db", webhooks.db, "--rules", rules, "--registry",
+                  ROOT / "registry", "--config", webhooks.config, "--json", *extra)  # fmt: skip
+    assert done.stderr == "", done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def shipped_with(tmp_path: Path, old: str, new: str) -> Path:
+    """A copy of the shipped loops/ with `old` replaced by `new` once in github.rules."""
+    copy = tmp_path / "loops"
+    shutil.copytree(ROOT / "loops", copy)
+    text = (copy / "github.rules").read_text()
+    assert old in text
+    (copy / "github.rules").write_text(text.replace(old, new, 1))
+    return copy
+
+
+def test_unchanged_webhook_rules_differ_nowhere(webhooks: Webhooks) -> None:
+    """Deliveries recorded through POST /github translate again into the events they
+    became, and each is decided the same: nothing differs, exit 0 with --fail-on-diff."""
+    code, report = replay_shipped(webhooks, ROOT / "loops", "--fail-on-diff")
+    assert (code, report["changes"], report["retranslated"]) == (0, [], 0)
+    assert report["replayed"] >= len(webhooks.admitted) and report["notReplayable"] == []
+
+
+def test_a_new_ignore_line_lists_exactly_the_deliveries_it_matches(
+    webhooks: Webhooks, tmp_path: Path
+) -> None:
+    """A new `ignore` line for `synchronize` pull requests lists exactly the delivery it
+    matches, as that event's decision now ignored (with the new line's file:line:col
+    and the recorded `emit` line), and nothing else; --fail-on-diff exits 1."""
+    first = "  ignore unhandled_action   unless action in"
+    rules = shipped_with(
+        tmp_path, first, '  ignore no_synchronize if action == "synchronize"\n' + first
+    )
+    before = digest(webhooks.db)
+    code, report = replay_shipped(webhooks, rules, "--fail-on-diff")
+    assert code == 1 and digest(webhooks.db) == before
+    guid = webhooks.guids[1]  # pull_request.synchronize, admitted under its GUID
+    (change,) = report["changes"]
+    assert change["eventId"] == guid and report["retranslated"] == 1
+    assert (change["new"]["kind"], change["new"]["reason"]) == ("ignored", "no_synchronize")
+    assert change["new"]["rule"] == f"{rules}/github.rules:10:10"
+    assert change["delivery"]["deliveryId"] == guid and change["delivery"]["kind"] == "pull_request"
+    assert change["delivery"]["admittedBy"].endswith("loops/github.rules:15:8")
+    assert change["old"]["kind"] != "ignored"
+    assert report["differingByKind"] == {f"{change['old']['kind']} -> ignored": 1}
