@@ -97,14 +97,14 @@ class Retranslation:
         nothing decided."""
         return Verdict(self.outcome, self.reason, None, None, False, False, NOTHING, self.rule)
 
-    def line(self) -> str:
-        """`delivery GUID (pull_request) admitted by FILE:L:C[; now emits TYPE ID by
-        FILE:L:C (payload differs)]`."""
-        text = f"delivery {self.delivery_id} ({self.kind}) admitted by {self.admitted_by}"
-        if self.outcome != EMITS:
-            return text
-        differs = ", ".join(self.differs)
-        return f"{text}; now emits {self.type} {self.event_id} by {self.rule} ({differs} differ)"
+    def lines(self) -> list[str]:
+        """`delivery GUID (KIND) admitted by FILE:L:C`, and for another event `now emits
+        TYPE ID by FILE:L:C (differs: payload)`."""
+        out = [f"delivery {self.delivery_id} ({self.kind}) admitted by {self.admitted_by}"]
+        if self.outcome == EMITS:
+            differs = ", ".join(self.differs)
+            out.append(f"now emits {self.type} {self.event_id} by {self.rule} (differs: {differs})")
+        return out
 
     def document(self) -> dict[str, Any]:
         return {
@@ -256,7 +256,7 @@ def lines(report: Report) -> list[str]:
         if not refused and (apart := fields_apart(c.old, c.new)):
             text += f"\n    {apart}"
         if c.delivery is not None:
-            text += f"\n    {c.delivery.line()}"
+            text += "".join(f"\n    {line}" for line in c.delivery.lines())
         out.append(text)
     for s in report.slots:
         slots = s.first if s.count == 1 else f"{s.first} .. {s.last} ({s.count} slots)"
