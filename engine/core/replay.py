@@ -2,7 +2,9 @@
 decision and the decision the new rules make of the same event and facts, reduced to
 what a reviewer cares about (`Verdict`), compared, summarised and rendered. The rule
 that decided (`file:line:col`) is shown on both sides but never compared: a rule that
-only moved (lines inserted above it) decides the same, so it is not a difference."""
+only moved (lines inserted above it) decides the same, so it is not a difference. A
+webhook delivery the new `webhook github` table translates otherwise
+(`Retranslation`) is always a difference of its event's decision."""
 
 from __future__ import annotations
 

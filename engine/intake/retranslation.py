@@ -37,8 +37,8 @@ def retranslated(
     id, type, subject and payload); otherwise what they do instead. Another event is
     refused, as admission refuses it, when its type is not registered or its payload
     does not fit the type's schema."""
-    received = parse_iso(delivery.received_at)
-    outcome = translate(rules, delivery.kind, delivery.delivery_id, delivery.body, received)
+    received, body = parse_iso(delivery.received_at), json.loads(delivery.body)
+    outcome = translate(rules, delivery.kind, delivery.delivery_id, body, received)
     if isinstance(outcome, Ignored | Rejected):
         kind = IGNORED if isinstance(outcome, Ignored) else REJECTED
         return Retranslated(_what(delivery, kind, outcome.reason, outcome.rule))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.envelope import Envelope, iso
@@ -116,11 +115,12 @@ def admitted_entry(rt: Runtime, row: EventRecord) -> JournalEntry:
 @dataclass(frozen=True)
 class Delivery:
     """The GitHub delivery a request's envelope was translated from: its GUID, its
-    X-GitHub-Event kind, its parsed JSON body and the `emit` line (file:line:col)."""
+    X-GitHub-Event kind, its JSON body as the text GitHub sent, and the `emit` line
+    (file:line:col)."""
 
     delivery_id: str
     kind: str
-    body: dict[str, Any]
+    body: str
     rule: str
 
 

@@ -1,8 +1,9 @@
 """`engine replay` (docs/replay.md): every recorded decision decided again under other
-rules, from the facts recorded with it, and the scheduler's recorded passes planned
-again; what differs. The database is never written: a SQLite file is copied to a
-temporary directory (and migrated there when it is older), a PostgreSQL database is
-only read (one this engine would have to migrate is refused)."""
+rules, from the facts recorded with it (an event admitted from a GitHub delivery after
+the delivery is translated again: engine.intake.retranslation), and the scheduler's
+recorded passes planned again; what differs. The database is never written: a SQLite
+file is copied to a temporary directory (and migrated there when it is older), a
+PostgreSQL database is only read (one this engine would have to migrate is refused)."""
 
 from __future__ import annotations
 

@@ -119,9 +119,7 @@ class MemoryTx(LifecycleTx):
             if d.event_id in self._tables.deliveries:
                 continue
             self._event_exists(d.event_id, "deliveries")
-            self._own("deliveries").deliveries[d.event_id] = stored(
-                replace(d, body=as_json(d.body))
-            )
+            self._own("deliveries").deliveries[d.event_id] = stored(d)
 
     def get_delivery(self, event_id: str) -> DeliveryRecord | None:
         return self._tables.deliveries.get(event_id)

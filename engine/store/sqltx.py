@@ -74,7 +74,7 @@ def _decision(row: Row) -> DecisionRecord:
 
 
 def _delivery(row: Row) -> DeliveryRecord:
-    return _record(DeliveryRecord, row, json=("body",))
+    return _record(DeliveryRecord, row)
 
 
 def _proposal(row: Row) -> ProposalRecord:
@@ -203,7 +203,7 @@ def _delivery_row(delivery: DeliveryRecord) -> dict[str, Any]:
         "event_id": delivery.event_id,
         "delivery_id": delivery.delivery_id,
         "kind": delivery.kind,
-        "body": _dumps(delivery.body),
+        "body": delivery.body,  # the JSON text as received, never encoded again
         "rule": delivery.rule,
         "received_at": delivery.received_at,
     }

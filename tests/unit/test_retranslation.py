@@ -42,14 +42,14 @@ def shipped(tmp_path: Path, old: str = "", new: str = "") -> RuleSet:
 
 def recorded(rules: RuleSet, name: str) -> tuple[DeliveryRecord, EventRecord]:
     """A pull_request delivery as intake kept it, and the event it became."""
-    body: dict[str, Any] = json.loads((FIXTURES / name).read_bytes())
-    admitted = translate(rules, "pull_request", GUID, body, NOW)
+    text = (FIXTURES / name).read_text()
+    admitted = translate(rules, "pull_request", GUID, json.loads(text), NOW)
     assert isinstance(admitted, Admit)
     e = admitted.envelope.with_defaults()
     event = EventRecord(e.eventId, e.type, e.source, e.subject, iso(NOW), e.correlationId,
                         e.payload, None, iso(NOW), "github", True)  # fmt: skip
     return DeliveryRecord(
-        e.eventId, GUID, "pull_request", body, str(admitted.rule), iso(NOW)
+        e.eventId, GUID, "pull_request", text, str(admitted.rule), iso(NOW)
     ), event
 
 
@@ -101,7 +101,8 @@ def test_another_payload_is_another_event(tmp_path: Path, old: Any) -> None:
     found = again(rules, old)
     assert (found.what.outcome, found.what.differs) == ("emits", ("payload",))
     assert found.what.event_id == GUID and found.what.type == "factory.merge.requested"
-    assert found.event.payload == {"repo": "hello-world", "prNumbers": [old[0].body["number"]]}
+    number = json.loads(old[0].body)["number"]
+    assert found.event.payload == {"repo": "hello-world", "prNumbers": [number]}
     assert (found.event.admitted_at, found.event.admitted_by) == (iso(NOW), "github")
     assert found.what.lines()[1] == (
         f"now emits factory.merge.requested {GUID} by {tmp_path}/loops/github.rules:15:8"

@@ -2,7 +2,8 @@
 signed with ENGINE_GITHUB_WEBHOOK_SECRET (actor `github`); `POST /github/replay` takes
 saved ones from this host, unsigned (loopback peers only; actor `inject`, or the
 operator whose token the request carries). Both run the same translation and give the same
-answers. Admission only: the answer never waits for planning or work."""
+answers, and keep an admitted delivery beside its event (docs/github.md#what-is-kept).
+Admission only: the answer never waits for planning or work."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from engine.api.auth import OPERATOR_HEADER, inject_actor, is_loopback
-from engine.api.bodies import parse_json, read_body
+from engine.api.bodies import json_text, parse_json, read_body
 from engine.api.context import INLINE_BYTES, admit, call, reply, service, settings
 from engine.api.settings import GITHUB_SECRET_ENV
 from engine.core.decisions import Actor
@@ -98,7 +99,7 @@ async def _deliver(request: web.Request, body: bytes, actor: str) -> web.Respons
     if isinstance(outcome, Rejected):
         log.info("github %s %s rejected: %s", kind, delivery, "; ".join(outcome.errors))
         raise _rejected(outcome.reason, list(outcome.errors))
-    kept = Delivery(delivery, kind, payload, str(outcome.rule))
+    kept = Delivery(delivery, kind, json_text(body, payload), str(outcome.rule))
     admission = await _admit(request, outcome, actor, len(body), kept)
     return reply(admission.as_dict(), 202 if admission.admitted else 200)
 
