@@ -200,3 +200,18 @@ def model_body(model: type[M], data: Any) -> M:
     except ValidationError as err:
         lines = reasons(err)
         raise BadRequest("; ".join(lines), reason="invalid_body", errors=lines) from None
+
+
+_ENCODE = msgspec.json.Encoder()
+
+
+def json_text(body: bytes, parsed: Any) -> str:
+    """A parsed JSON body as text to keep: its bytes as they came when they are UTF-8
+    without a byte-order mark (what GitHub sends; nothing encoded again), else the
+    parsed value as compact JSON."""
+    if not body.startswith(b"\xef\xbb\xbf"):
+        try:
+            return body.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return _ENCODE.encode(parsed).decode("utf-8")

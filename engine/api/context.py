@@ -18,7 +18,7 @@ from engine.api.settings import Settings
 from engine.core.envelope import Envelope
 from engine.core.nesting import MAX_ANSWER_DEPTH, prune
 from engine.service import Admission, Service
-from engine.service.admission import Request
+from engine.service.admission import Delivery, Request
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -75,17 +75,22 @@ INLINE_BYTES = 256 * 1024
 
 
 async def admit(
-    request: web.Request, envelopes: list[Envelope], actor: str, size: int
+    request: web.Request,
+    envelopes: list[Envelope],
+    actor: str,
+    size: int,
+    delivery: Delivery | None = None,
 ) -> list[Admission]:
     """Check one request's envelopes (422 for one that does not fit, nothing queued;
     on the loop unless the body's `size` passes INLINE_BYTES), then admit them in the
     intake's next group commit; answered once that commit is durable. Wakes the
-    runtime loop when any was new."""
+    runtime loop when any was new. `delivery`: the GitHub delivery they were
+    translated from, kept beside each one admitted, in the same commit."""
     engine = service(request)
     if size <= INLINE_BYTES:
-        checked = engine.checked(envelopes, actor)
+        checked = engine.checked(envelopes, actor, delivery)
     else:
-        checked = await call(engine.checked, envelopes, actor)
+        checked = await call(engine.checked, envelopes, actor, delivery)
     admitted = await request.app[INTAKE].submit(checked)
     if any(a.admitted for a in admitted):
         wake(request)

@@ -24,8 +24,10 @@ DESCRIPTION = """\
 Re-decides every recorded decision (decided in [--since, --until)) with the facts
 recorded with it, under the rules given, and prints each one that differs (old and
 new, each with its rule's file:line) and a summary; the scheduler's recorded passes
-are planned again too, and each slot that would fire otherwise is listed. The
-database is never written (a SQLite file is copied first). See docs/replay.md.
+are planned again too, and each slot that would fire otherwise is listed; each
+recorded GitHub delivery is translated again, and one the new webhook tables would
+ignore, reject or turn into another event is listed. The database is never written
+(a SQLite file is copied first). See docs/replay.md.
 
 exit codes: 0 no difference, or differences without --fail-on-diff; 1 differences with
 --fail-on-diff, or invalid rules; 2 usage (a missing database, a bad time, --since not

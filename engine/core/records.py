@@ -48,6 +48,22 @@ class DecisionRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class DeliveryRecord:
+    """A GitHub delivery as it was admitted, beside the event it became (`event_id`):
+    its X-GitHub-Delivery GUID, its X-GitHub-Event kind, its JSON body as the text
+    GitHub sent (a JSON object), the `emit` line that admitted it (file:line:col) and
+    the instant it was translated at. Kept so `engine replay` can translate it again
+    (docs/replay.md)."""
+
+    event_id: str
+    delivery_id: str
+    kind: str
+    body: str
+    rule: str
+    received_at: str
+
+
+@dataclass(frozen=True, slots=True)
 class ProposalRecord:
     proposal_id: str
     event_id: str

@@ -2,7 +2,9 @@
 decision and the decision the new rules make of the same event and facts, reduced to
 what a reviewer cares about (`Verdict`), compared, summarised and rendered. The rule
 that decided (`file:line:col`) is shown on both sides but never compared: a rule that
-only moved (lines inserted above it) decides the same, so it is not a difference."""
+only moved (lines inserted above it) decides the same, so it is not a difference. A
+webhook delivery the new `webhook github` table translates otherwise
+(`Retranslation`) is always a difference of its event's decision."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from engine.core.records import DecisionRecord
 
 # What a decision went on to do, beside its kind.
 PROPOSES, RUNS, SHADOW, NOTHING = "proposes", "runs", "records shadow", "nothing"
+# What a new `webhook github` table makes of a recorded delivery, when not its event.
+IGNORED, REJECTED, EMITS = "ignored", "rejected", "emits"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +37,10 @@ class Verdict:
     rule: str | None = field(default=None, compare=False)
 
     def brief(self) -> str:
-        """`propose`, `noop/ignored`: the kind, and the reason when there is one."""
+        """`propose`, `noop/ignored`, `ignored unhandled_action`: the kind, and the
+        reason when there is one."""
+        if self.kind in (IGNORED, REJECTED):
+            return f"{self.kind} {self.reason}"
         return f"{self.kind}/{self.reason}" if self.reason else self.kind
 
 
@@ -70,8 +77,57 @@ def _verdict(d: DecisionRecord, acts: str) -> Verdict:
 
 
 @dataclass(frozen=True, slots=True)
+class Retranslation:
+    """A recorded webhook delivery that the new `webhook github` table no longer
+    translates into its event: `outcome` is `ignored` or `rejected` (with `reason`),
+    or `emits` another event (`event_id`, `type`; `differs` names what is not the
+    recorded event's). `admitted_by` is the `emit` line that admitted it, `rule` the
+    table line that decides now (None: no table or no line matched)."""
+
+    delivery_id: str
+    kind: str
+    admitted_by: str
+    outcome: str
+    reason: str | None
+    rule: str | None
+    event_id: str | None = None
+    type: str | None = None
+    differs: tuple[str, ...] = ()
+
+    def refusal(self) -> Verdict:
+        """The new side of a delivery now ignored or rejected: nothing admitted, so
+        nothing decided."""
+        return Verdict(self.outcome, self.reason, None, None, False, False, NOTHING, self.rule)
+
+    def lines(self) -> list[str]:
+        """`delivery GUID (KIND) admitted by FILE:L:C`, and for another event `now emits
+        TYPE ID by FILE:L:C (differs: payload)`."""
+        out = [f"delivery {self.delivery_id} ({self.kind}) admitted by {self.admitted_by}"]
+        if self.outcome == EMITS:
+            differs = ", ".join(self.differs)
+            out.append(f"now emits {self.type} {self.event_id} by {self.rule} (differs: {differs})")
+        return out
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "deliveryId": self.delivery_id,
+            "kind": self.kind,
+            "admittedBy": self.admitted_by,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "rule": self.rule,
+            "eventId": self.event_id,
+            "type": self.type,
+            "differs": list(self.differs),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Change:
-    """One recorded decision the new rules decide otherwise (`new` None: not at all)."""
+    """One recorded decision the new rules decide otherwise (`new` None: not at all).
+    `delivery`: the webhook delivery the event came from, when the new `webhook
+    github` table translates it otherwise (`new` is then its refusal, or the decision
+    of the other event it emits)."""
 
     event_id: str
     loop: str | None
@@ -79,6 +135,7 @@ class Change:
     decided_at: str
     old: Verdict
     new: Verdict | None
+    delivery: Retranslation | None = None
 
     def document(self) -> dict[str, Any]:
         return {
@@ -88,6 +145,7 @@ class Change:
             "decidedAt": self.decided_at,
             "old": _camel(self.old),
             "new": _camel(self.new) if self.new is not None else None,
+            "delivery": self.delivery.document() if self.delivery is not None else None,
         }
 
 
@@ -175,11 +233,16 @@ class Report:
         )
         return dict(sorted(counted.items()))
 
+    def retranslated(self) -> int:
+        """Differing decisions whose webhook delivery is translated otherwise."""
+        return sum(1 for c in self.changes if c.delivery is not None)
+
     def document(self) -> dict[str, Any]:
         return {
             "replayed": self.replayed,
             "differing": len(self.changes),
             "differingByKind": self.by_kind(),
+            "retranslated": self.retranslated(),
             "notReplayable": list(self.unreplayable),
             "changes": [c.document() for c in self.changes],
             "slots": [s.document() for s in self.slots],
@@ -191,8 +254,11 @@ def lines(report: Report) -> list[str]:
     out = []
     for c in report.changes:
         text = f"{c.event_id}  {c.loop or '-'}  {c.type}\n    {side(c.old)} -> {side(c.new)}"
-        if apart := fields_apart(c.old, c.new):
+        refused = c.delivery is not None and c.delivery.outcome != EMITS
+        if not refused and (apart := fields_apart(c.old, c.new)):
             text += f"\n    {apart}"
+        if c.delivery is not None:
+            text += "".join(f"\n    {line}" for line in c.delivery.lines())
         out.append(text)
     for s in report.slots:
         slots = s.first if s.count == 1 else f"{s.first} .. {s.last} ({s.count} slots)"
@@ -207,6 +273,7 @@ def lines(report: Report) -> list[str]:
     kinds = ", ".join(f"{k} {n}" for k, n in report.by_kind().items()) or "none"
     out.append(
         f"replayed {report.replayed} decision(s): {len(report.changes)} differ ({kinds}); "
+        f"{report.retranslated()} webhook delivery(ies) translated otherwise; "
         f"{len(report.slots)} slot range(s) fire otherwise; "
         f"{len(report.unreplayable)} not replayable (no facts recorded)"
     )

@@ -66,10 +66,15 @@ class Service:
     def admit_many(self, envelopes: list[Envelope], actor: str) -> list[Admission]:
         return admission.admit_many(self.rt, envelopes, actor)
 
-    def checked(self, envelopes: list[Envelope], actor: str) -> admission.Request:
+    def checked(
+        self,
+        envelopes: list[Envelope],
+        actor: str,
+        delivery: admission.Delivery | None = None,
+    ) -> admission.Request:
         """One request's envelopes checked for `admit_batch` (Unprocessable, 422, for
-        the first that does not fit)."""
-        return admission.checked(self.rt, envelopes, actor)
+        the first that does not fit); `delivery`: the GitHub delivery they came from."""
+        return admission.checked(self.rt, envelopes, actor, delivery)
 
     def admit_batch(self, requests: Sequence[admission.Request]) -> list[list[Admission]]:
         return admission.admit_batch(self.rt, requests)

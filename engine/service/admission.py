@@ -9,7 +9,7 @@ from datetime import timedelta
 from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.envelope import Envelope, iso
 from engine.core.planner import loop_of
-from engine.core.records import EventRecord, JournalEntry
+from engine.core.records import DeliveryRecord, EventRecord, JournalEntry
 from engine.core.ticks import BRIDGE_SKEW, SLOT_SOURCES, tick_problem
 from engine.errors import Unprocessable
 from engine.service.context import Runtime
@@ -113,12 +113,26 @@ def admitted_entry(rt: Runtime, row: EventRecord) -> JournalEntry:
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """The GitHub delivery a request's envelope was translated from: its GUID, its
+    X-GitHub-Event kind, its JSON body as the text GitHub sent, and the `emit` line
+    (file:line:col)."""
+
+    delivery_id: str
+    kind: str
+    body: str
+    rule: str
+
+
+@dataclass(frozen=True)
 class Request:
     """The checked envelopes of one request and who sent them: admitted together, in
-    one transaction, answered together."""
+    one transaction, answered together. `delivery`: the GitHub delivery they were
+    translated from, kept beside each one admitted (docs/replay.md)."""
 
     envelopes: tuple[Envelope, ...]
     actor: str
+    delivery: Delivery | None = None
 
 
 def admit_batch(rt: Runtime, requests: Sequence[Request]) -> list[list[Admission]]:
@@ -127,13 +141,30 @@ def admit_batch(rt: Runtime, requests: Sequence[Request]) -> list[list[Admission
     its admissions in order. Of equal event ids the first (in request order)
     is admitted and every other answers duplicate, as if each had come alone."""
     rows = [record(rt, e, r.actor, rt.now()) for r in requests for e in r.envelopes]
+    senders = [r for r in requests for _ in r.envelopes]
     with rt.store.write() as tx:
         written = firsts(rows, tx.insert_events(rows))
         tx.append_journals([admitted_entry(rt, rows[n]) for n in sorted(written)])
+        tx.insert_deliveries(kept_deliveries(rows, senders, written))
     answers = iter(
         Admission(n in written, n not in written, r.event_id) for n, r in enumerate(rows)
     )
     return [[next(answers) for _ in r.envelopes] for r in requests]
+
+
+def kept_deliveries(
+    rows: Sequence[EventRecord], senders: Sequence[Request], written: set[int]
+) -> list[DeliveryRecord]:
+    """The deliveries of the rows written (in their order), each beside its event and
+    received when its envelope was translated (the event's occurredAt)."""
+    out = []
+    for n in sorted(written):
+        if (d := senders[n].delivery) is not None:
+            row = rows[n]
+            out.append(
+                DeliveryRecord(row.event_id, d.delivery_id, d.kind, d.body, d.rule, row.occurred_at)
+            )
+    return out
 
 
 def firsts(rows: Sequence[EventRecord], new: set[str]) -> set[int]:
@@ -155,6 +186,9 @@ def admit_many(rt: Runtime, envelopes: Sequence[Envelope], actor: str) -> list[A
     return admit_batch(rt, [checked(rt, envelopes, actor)])[0]
 
 
-def checked(rt: Runtime, envelopes: Sequence[Envelope], actor: str) -> Request:
-    """The envelopes of one request checked (`check`, `check_tick`), for admit_batch."""
-    return Request(tuple(check_tick(rt, check(rt, e), actor) for e in envelopes), actor)
+def checked(
+    rt: Runtime, envelopes: Sequence[Envelope], actor: str, delivery: Delivery | None = None
+) -> Request:
+    """The envelopes of one request checked (`check`, `check_tick`), for admit_batch;
+    `delivery`: the GitHub delivery they were translated from."""
+    return Request(tuple(check_tick(rt, check(rt, e), actor) for e in envelopes), actor, delivery)

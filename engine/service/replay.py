@@ -1,13 +1,15 @@
 """`engine replay` (docs/replay.md): every recorded decision decided again under other
-rules, from the facts recorded with it, and the scheduler's recorded passes planned
-again; what differs. The database is never written: a SQLite file is copied to a
-temporary directory (and migrated there when it is older), a PostgreSQL database is
-only read (one this engine would have to migrate is refused)."""
+rules, from the facts recorded with it (an event admitted from a GitHub delivery after
+the delivery is translated again: engine.intake.retranslation), and the scheduler's
+recorded passes planned again; what differs. The database is never written: a SQLite
+file is copied to a temporary directory (and migrated there when it is older), a
+PostgreSQL database is only read (one this engine would have to migrate is refused)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 
 from engine.bootstrap import read_only_copy
 from engine.core.codec import decode_facts
@@ -24,7 +26,9 @@ from engine.core.slot_replay import FIRED, Outcome, RecordedPass, replanned, run
 from engine.core.slots import SkipRange, SkipReason
 from engine.core.states import EventSource
 from engine.core.ticks import slot_text, tick
+from engine.core.validation import Validators
 from engine.errors import BadRequest
+from engine.intake.retranslation import Retranslated, retranslated
 from engine.loading import Paths, load_rules
 from engine.store.ports import TxView
 
@@ -67,8 +71,9 @@ def replay(db: str, paths: Paths, window: Window) -> Report:
 
 
 def _replayed(tx: TxView, rules: RuleSet, window: Window) -> Report:
-    machines = Lifecycle(rules)
+    machines, validators = Lifecycle(rules), Validators.build(rules)
     events = {e.event_id: e for e in tx.list_events(MANY)}
+    deliveries = {d.event_id: d for d in tx.list_deliveries(MANY)}
     recorded_decisions = sorted(
         (d for e in events if (d := tx.get_decision(e)) is not None),
         key=lambda d: (d.decided_at, events[d.event_id].admitted_at, d.event_id),
@@ -80,17 +85,41 @@ def _replayed(tx: TxView, rules: RuleSet, window: Window) -> Report:
         if not window.holds(d.decided_at):
             continue
         event = events[d.event_id]
+        delivery = deliveries.get(d.event_id)
+        again = retranslated(rules, validators, delivery, event) if delivery else None
         facts = _facts(d)
-        if facts is None:
-            missing.append(d.event_id)
+        if facts is None and (again is None or again.event is not None):
+            missing.append(d.event_id)  # an ignored or rejected delivery needs none
             continue
         replayed += 1
-        old = _old_verdict(tx, event, d)
-        new = _decide(event, rules, machines, facts, d.decided_at)
-        if new != old:
-            changes.append(Change(d.event_id, event.loop, event.type, d.decided_at, old, new))
+        if change := _change(tx, rules, machines, event, d, facts, again):
+            changes.append(change)
     slots = _slot_changes(tx, rules, machines, events, window)
     return Report(replayed, tuple(changes), tuple(missing), tuple(slots))
+
+
+def _change(
+    tx: TxView,
+    rules: RuleSet,
+    machines: Lifecycle,
+    event: EventRecord,
+    d: DecisionRecord,
+    facts: Facts | None,
+    again: Retranslated | None,
+) -> Change | None:
+    """The recorded decision against the new one: of the same event when the new
+    `webhook github` table still admits it (`again` None), else the delivery's refusal
+    or the decision of the other event it emits, always a difference."""
+    old = _old_verdict(tx, event, d)
+    change = partial(Change, d.event_id, event.loop, event.type, d.decided_at, old)
+    if again is not None and again.event is None:
+        return change(again.what.refusal(), again.what)
+    if facts is None:  # counted apart by the caller, never compared
+        return None
+    if again is not None and again.event is not None:
+        return change(_decide(again.event, rules, machines, facts, d.decided_at), again.what)
+    new = _decide(event, rules, machines, facts, d.decided_at)
+    return None if new == old else change(new)
 
 
 def _facts(d: DecisionRecord) -> Facts | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from engine.store.memory import MemoryStore, MemoryTx
 from engine.store.ports import (
+    Deliveries,
+    DeliveriesView,
     Events,
     EventsView,
     FactsView,
@@ -37,6 +39,8 @@ from engine.store.sqltx import SqlTx
 Ports = tuple[
     Events,
     EventsView,
+    Deliveries,
+    DeliveriesView,
     Occurrences,
     OccurrencesView,
     Proposals,
@@ -64,8 +68,8 @@ def as_ports(tx: SqlTx | MemoryTx) -> Ports:
     """`tx` as every port (the same object, typed as each: spelt out, so that the
     type checker checks each one)."""
     return (
-        tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx,
-        tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx,
+        tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx,
+        tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx,
     )  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from engine.core.records import (
     DecisionRecord,
+    DeliveryRecord,
     EventRecord,
     FindingRecord,
     JournalEntry,
@@ -50,6 +51,7 @@ NOT_NULL: dict[type, tuple[str, ...]] = {
     DecisionRecord: (
         "event_id", "kind", "human_only", "mutating", "note", "rules_digest", "decided_at",
     ),
+    DeliveryRecord: ("event_id", "delivery_id", "kind", "body", "rule", "received_at"),
     OccurrenceRecord: ("event_id", "state", "updated_at", "attempt", "signals"),
     ProposalRecord: (
         "proposal_id", "event_id", "definition", "state", "human_only", "mutating",
@@ -86,6 +88,7 @@ class Tables:
 
     events: dict[str, EventRecord] = field(default_factory=dict)
     decisions: dict[str, DecisionRecord] = field(default_factory=dict)
+    deliveries: dict[str, DeliveryRecord] = field(default_factory=dict)  # by event_id
     occurrences: dict[str, OccurrenceRecord] = field(default_factory=dict)
     occurrence_keys: dict[str, str] = field(default_factory=dict)  # key -> event_id
     proposals: dict[str, ProposalRecord] = field(default_factory=dict)

@@ -15,6 +15,7 @@ from typing import Any
 from engine.core.records import (
     IN_FLIGHT,
     DecisionRecord,
+    DeliveryRecord,
     EventRecord,
     FindingRecord,
     JournalEntry,
@@ -110,6 +111,22 @@ class MemoryTx(LifecycleTx):
     def advance_cursors(self, moves: Sequence[tuple[str, str, str | None]], at: str) -> None:
         for loop, cursor, last in moves:
             self.advance_cursor(loop, cursor, last, at)
+
+    # ---- GitHub deliveries ---------------------------------------------------------
+    @writes
+    def insert_deliveries(self, deliveries: Sequence[DeliveryRecord]) -> None:
+        for d in deliveries:
+            if d.event_id in self._tables.deliveries:
+                continue
+            self._event_exists(d.event_id, "deliveries")
+            self._own("deliveries").deliveries[d.event_id] = stored(d)
+
+    def get_delivery(self, event_id: str) -> DeliveryRecord | None:
+        return self._tables.deliveries.get(event_id)
+
+    def list_deliveries(self, limit: int) -> list[DeliveryRecord]:
+        found = sorted(self._tables.deliveries.values(), key=lambda d: (d.received_at, d.event_id))
+        return take(found, limit)
 
     # ---- journal and outbox --------------------------------------------------------
     @writes

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from engine.core.records import (
     DecisionRecord,
+    DeliveryRecord,
     EventRecord,
     FindingRecord,
     JournalEntry,
@@ -91,6 +92,26 @@ class Events(EventsView, Protocol):
 
     def insert_decision(self, decision: DecisionRecord) -> bool:
         """One decision per event; False when the event was already decided."""
+
+
+# ---- GitHub deliveries ----------------------------------------------------------------
+
+
+class DeliveriesView(Protocol):
+    """The GitHub deliveries kept beside the events they became (one per event), read."""
+
+    def get_delivery(self, event_id: str) -> DeliveryRecord | None: ...
+
+    def list_deliveries(self, limit: int) -> list[DeliveryRecord]:
+        """Oldest first (received_at, then event_id)."""
+
+
+class Deliveries(DeliveriesView, Protocol):
+    """Written once, in the transaction that admits the event; never changed."""
+
+    def insert_deliveries(self, deliveries: Sequence[DeliveryRecord]) -> None:
+        """Keep several at once (one statement), each beside its event, which must be
+        stored; one whose event has a delivery already is not written."""
 
 
 # ---- occurrences ----------------------------------------------------------------------
@@ -479,12 +500,13 @@ class FactsView(
     decisions, the last notification of a subject."""
 
 
-class TxView(FactsView, JournalView, OutboxView, Reports, Protocol):
+class TxView(FactsView, DeliveriesView, JournalView, OutboxView, Reports, Protocol):
     """Every read-only view: what a read transaction answers."""
 
 
 class Tx(
     Events,
+    Deliveries,
     Occurrences,
     Proposals,
     Runs,
@@ -529,6 +551,8 @@ class Store(Protocol):
 
 
 __all__ = [
+    "Deliveries",
+    "DeliveriesView",
     "Events",
     "EventsView",
     "FactsView",

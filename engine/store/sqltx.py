@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from engine.core.records import (
     DecisionRecord,
+    DeliveryRecord,
     EventRecord,
     FindingRecord,
     JournalEntry,
@@ -70,6 +71,10 @@ def _record(cls: type[R], row: Row, bools: tuple[str, ...] = (), json: tuple[str
 
 def _decision(row: Row) -> DecisionRecord:
     return _record(DecisionRecord, row, bools=("human_only", "mutating"))
+
+
+def _delivery(row: Row) -> DeliveryRecord:
+    return _record(DeliveryRecord, row)
 
 
 def _proposal(row: Row) -> ProposalRecord:
@@ -190,6 +195,17 @@ def _event_row(event: EventRecord) -> dict[str, Any]:
         "admitted_at": event.admitted_at,
         "admitted_by": event.admitted_by,
         "planned": int(event.planned),
+    }
+
+
+def _delivery_row(delivery: DeliveryRecord) -> dict[str, Any]:
+    return {
+        "event_id": delivery.event_id,
+        "delivery_id": delivery.delivery_id,
+        "kind": delivery.kind,
+        "body": delivery.body,  # the JSON text as received, never encoded again
+        "rule": delivery.rule,
+        "received_at": delivery.received_at,
     }
 
 
@@ -351,6 +367,17 @@ class SqlTx:
 
     def mark_planned(self, event_id: str) -> None:
         self._exec("mark_planned", event_id=event_id)
+
+    # ---- GitHub deliveries -------------------------------------------------------
+    def insert_deliveries(self, deliveries: Sequence[DeliveryRecord]) -> None:
+        self._many("insert_delivery", [_delivery_row(d) for d in deliveries])
+
+    def get_delivery(self, event_id: str) -> DeliveryRecord | None:
+        row = self._one("get_delivery", event_id=event_id)
+        return None if row is None else _delivery(row)
+
+    def list_deliveries(self, limit: int) -> list[DeliveryRecord]:
+        return [_delivery(r) for r in self._all("list_deliveries", limit=limit)]
 
     # ---- decisions and occurrences -------------------------------------------------
     def insert_decision(self, decision: DecisionRecord) -> bool:

@@ -18,6 +18,7 @@ import pytest
 from engine.bootstrap import open_store as open_backend
 from engine.core.records import (
     DecisionRecord,
+    DeliveryRecord,
     EventRecord,
     JournalEntry,
     ObservationRecord,
@@ -2114,3 +2115,81 @@ def test_migration_6_leaves_older_decisions_without_facts(
     with store.read() as tx:
         new = tx.get_decision("e-2")
         assert new is not None and new.facts == "{}"
+
+
+# ---- GitHub deliveries kept beside their events (schema version 7, engine replay) --------
+
+
+def delivery(
+    event_id: str = "e-1", received: str = "2026-11-30T10:00:00.000000Z"
+) -> DeliveryRecord:
+    # As GitHub sent it: its own spacing and key order, non-ASCII text and escapes.
+    body = (
+        '{\n  "action": "opened", "number": 7,\n  "pull_request": {"title": "Fix \u00e9t\u00e9 '
+        '\U0001f600 \\u00e9", "draft": false, "labels": []},\n  "repository": {"id": '
+        '9007199254740993, "full_name": "octo/hello"}, "score": 0.25, "body": null\n}\n'
+    )
+    return DeliveryRecord(
+        event_id, f"guid-{event_id}", "pull_request", body, "loops/github.rules:15:3", received
+    )
+
+
+def test_a_delivery_is_kept_beside_its_event_as_it_was_received(open_store: Factory) -> None:
+    """A delivery kept with its event reads back unchanged (its body the very text
+    received: spacing, key order, non-ASCII text and escapes), by event id and in the
+    list oldest first; one for an event that has one already is not written."""
+    store = open_store()
+    first, second = delivery("e-2", at(1)), delivery("e-1", at(2))
+    with store.write() as tx:
+        tx.insert_events([event("e-1"), event("e-2"), event("e-3")])
+        tx.insert_deliveries([first, second])
+        tx.insert_deliveries([dataclasses.replace(first, kind="push", body="{}")])
+        tx.insert_deliveries([])
+    with store.read() as tx:
+        assert tx.get_delivery("e-2") == first and tx.get_delivery("e-1") == second
+        assert tx.get_delivery("e-3") is None and tx.get_delivery("nope") is None
+        assert tx.list_deliveries(10) == [first, second]
+        assert tx.list_deliveries(1) == [first]
+
+
+def test_a_delivery_needs_its_event(open_store: Factory) -> None:
+    """A delivery whose event is not stored is refused, as a foreign key is, and
+    nothing of it is kept."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_event(event("e-1"))
+        with pytest.raises(DB_ERRORS), tx.savepoint():
+            tx.insert_deliveries([delivery("e-1"), delivery("no-such-event")])
+    with store.read() as tx:
+        assert tx.list_deliveries(10) == []
+
+
+@real_databases  # migrations are SQL run on a database (the memory store has no schema)
+def test_migration_7_adds_deliveries_and_leaves_existing_data_alone(
+    open_store: Factory, database: str
+) -> None:
+    """A database at schema version 6 with an event and its decision is brought to
+    version 7: both keep every field, the event has no delivery (admitted before they
+    were kept), and a new event keeps its delivery."""
+    facts = '{"in_flight":true}'
+    _create_at(
+        database,
+        6,
+        ("INSERT INTO events VALUES ('e-1', 'factory.work.requested', 'inject', 'bj29', ?, "
+         "'e-1', '{\"repo\":\"bj29\"}', NULL, ?, 'inject', 0)",
+         ("2026-11-30T10:00:00.000000Z", "2026-11-30T10:00:00.000000Z")),
+        ("INSERT INTO decisions VALUES ('e-1', 'propose', NULL, 'dispatch@1', 'nightly', NULL, "
+         "1, 0, 'rules/dispatch', 'needs a human', 'sha256:abc', ?, ?)",
+         ("2026-11-30T10:00:01.000000Z", facts)),
+    )  # fmt: skip
+    assert (7,) not in databases.rows(database, "SELECT version FROM schema_migrations")
+    store = open_store()
+    assert (7,) in databases.rows(database, "SELECT version FROM schema_migrations")
+    with store.write() as tx:
+        assert tx.get_event("e-1") == event("e-1")
+        assert tx.get_decision("e-1") == dataclasses.replace(decision("e-1"), facts=facts)
+        assert tx.get_delivery("e-1") is None and tx.list_deliveries(10) == []
+        tx.insert_event(event("e-2"))
+        tx.insert_deliveries([delivery("e-2")])
+    with store.read() as tx:
+        assert tx.list_deliveries(10) == [delivery("e-2")]

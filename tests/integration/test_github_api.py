@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import http.client
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -98,6 +99,17 @@ def stored(serve: Serve, event_id: str) -> dict[str, Any] | None:
     return answer["event"] if status == 200 else None
 
 
+def kept(serve: Serve, event_id: str) -> dict[str, Any] | None:
+    """The delivery kept beside the event, read from the served SQLite file."""
+    conn = sqlite3.connect(f"file:{serve.db}?mode=ro", uri=True)
+    try:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute("SELECT * FROM deliveries WHERE event_id = ?", (event_id,)).fetchone()
+        return None if row is None else dict(row)
+    finally:
+        conn.close()
+
+
 def green_run() -> dict[str, Any]:
     """The completed run with one PR as a successful pull-request workflow."""
     payload = fixture("workflow_run.completed.with-pull-requests.payload.json")
@@ -173,6 +185,25 @@ def test_pull_request_is_admitted_and_its_redelivery_is_a_duplicate(serve: Serve
     assert (event["payload"], event["admittedBy"]) == ({"repo": "hello-world"}, "github")
     status, answer = deliver(serve, "pull_request", body, delivery=guid)
     assert (status, answer) == (200, {"admitted": False, "duplicate": True, "eventId": guid})
+
+
+def test_an_admitted_delivery_is_kept_beside_its_event(serve: Serve) -> None:
+    """The delivery that admitted an event is kept with it, in the same commit: its
+    GUID, kind, body as the very text GitHub sent, the `emit` line and when it was
+    received (the event's occurredAt); a redelivery under another GUID keeps the first."""
+    payload = green_run()
+    payload["workflow_run"]["pull_requests"][0]["number"] = 3  # not the other tests' PR
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    status, answer = deliver(serve, "workflow_run", payload, delivery=first)
+    assert status == 202
+    deliver(serve, "workflow_run", payload, delivery=second)
+    event = stored(serve, answer["eventId"])
+    row = kept(serve, answer["eventId"])
+    assert event is not None and row is not None
+    text = json.dumps(payload)
+    assert (row["delivery_id"], row["kind"], row["body"]) == (first, "workflow_run", text)
+    assert row["rule"].endswith("/loops/github.rules:36:8")
+    assert row["received_at"] == event["occurredAt"]
 
 
 def test_green_run_admits_one_scoped_merge_request(serve: Serve) -> None:
@@ -252,7 +283,7 @@ def test_benign_non_events_are_200_ignored(
     guid = str(uuid.uuid4())
     status, answer = deliver(serve, kind, body, delivery=guid)
     assert (status, answer) == (200, {"admitted": False, "ignored": True, "reason": reason})
-    assert stored(serve, guid) is None
+    assert stored(serve, guid) is None and kept(serve, guid) is None
 
 
 def test_head_sha_mismatch_is_not_admitted(serve: Serve) -> None:
@@ -353,8 +384,10 @@ def test_replay_cli_runs_the_same_translation(serve: Serve, run_engine: EngineRu
     assert (first.returncode, first.stdout) == (0, f"{guid}: admitted as {guid}\n"), first.stderr
     again = run_engine(*replay, str(file), "--event", "pull_request")
     assert again.returncode == 0 and "duplicate" in again.stdout
-    event = stored(serve, guid)
+    event, row = stored(serve, guid), kept(serve, guid)
     assert event is not None and event["admittedBy"] == "inject"
+    assert row is not None and (row["delivery_id"], row["kind"]) == (guid, "pull_request")
+    assert row["body"] == file.read_text()
     ping = run_engine(*replay, str(FIXTURES / "ping.payload.json"), "--event", "ping", "--json")
     assert ping.returncode == 0
     assert json.loads(ping.stdout)["answer"] == {

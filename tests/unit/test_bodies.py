@@ -354,3 +354,22 @@ def test_the_quick_depth_check_agrees_with_the_measure(value: Any, limit: int) -
     `text_depth` measures, for any JSON and any limit."""
     body = json.dumps(value).encode()
     assert nests_deeper(body, limit) == (text_depth(body, limit) > limit)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{\n  "action": "opened",  "title": "\xc3\xa9t\xc3\xa9 \\u00e9"}\n',
+        '{"title": "été"}'.encode("utf-16"),  # JSON the standard library reads
+        b'\xef\xbb\xbf{"title": "x"}',  # a byte-order mark
+    ],
+    ids=["utf-8", "utf-16", "bom"],
+)
+def test_a_kept_body_is_the_text_received_or_the_parsed_value(body: bytes) -> None:
+    """A delivery's body is kept as the very text received when it is UTF-8 without a
+    byte-order mark; any other JSON body as its parsed value, so it always reads back
+    as the JSON that was translated."""
+    parsed = parse_json(body)
+    text = bodies.json_text(body, parsed)
+    assert json.loads(text) == parsed
+    assert (text == body.decode("utf-8", "replace")) == (not body.startswith((b"\xef", b"\xff")))

@@ -15,6 +15,7 @@ from engine.store.sqltx import SqlTx
 
 AGGREGATES = {
     ports.Events: ports.EventsView,
+    ports.Deliveries: ports.DeliveriesView,
     ports.Occurrences: ports.OccurrencesView,
     ports.Proposals: ports.ProposalsView,
     ports.Runs: ports.RunsView,

@@ -2,16 +2,18 @@
 signed with ENGINE_GITHUB_WEBHOOK_SECRET (actor `github`); `POST /github/replay` takes
 saved ones from this host, unsigned (loopback peers only; actor `inject`, or the
 operator whose token the request carries). Both run the same translation and give the same
-answers. Admission only: the answer never waits for planning or work."""
+answers, and keep an admitted delivery beside its event (docs/github.md#what-is-kept).
+Admission only: the answer never waits for planning or work."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from aiohttp import web
 
 from engine.api.auth import OPERATOR_HEADER, inject_actor, is_loopback
-from engine.api.bodies import parse_json, read_body
+from engine.api.bodies import json_text, parse_json, read_body
 from engine.api.context import INLINE_BYTES, admit, call, reply, service, settings
 from engine.api.settings import GITHUB_SECRET_ENV
 from engine.core.decisions import Actor
@@ -27,6 +29,7 @@ from engine.intake.github import (
     verify_signature,
 )
 from engine.service import Admission, Service
+from engine.service.admission import Delivery
 
 EVENT_HEADER = "X-GitHub-Event"
 DELIVERY_HEADER = "X-GitHub-Delivery"
@@ -87,21 +90,25 @@ async def _deliver(request: web.Request, body: bytes, actor: str) -> web.Respons
         raise _rejected(refused.reason, list(refused.errors))
     engine = service(request)
     if len(body) <= INLINE_BYTES:  # parsing a small body costs less than a thread hop
-        outcome = _translate(engine, kind, delivery, body)
+        payload, outcome = _translate(engine, kind, delivery, body)
     else:
-        outcome = await call(_translate, engine, kind, delivery, body)
+        payload, outcome = await call(_translate, engine, kind, delivery, body)
     if isinstance(outcome, Ignored):
         log.info("github %s %s ignored: %s (%s)", kind, delivery, outcome.reason, outcome.rule)
         return reply({"admitted": False, "ignored": True, "reason": outcome.reason})
     if isinstance(outcome, Rejected):
         log.info("github %s %s rejected: %s", kind, delivery, "; ".join(outcome.errors))
         raise _rejected(outcome.reason, list(outcome.errors))
-    admission = await _admit(request, outcome, actor, len(body))
+    kept = Delivery(delivery, kind, json_text(body, payload), str(outcome.rule))
+    admission = await _admit(request, outcome, actor, len(body), kept)
     return reply(admission.as_dict(), 202 if admission.admitted else 200)
 
 
-def _translate(engine: Service, kind: str, delivery: str, body: bytes) -> Translation:
-    """Parse (422 unless a JSON object) and translate (in a thread for large bodies)."""
+def _translate(
+    engine: Service, kind: str, delivery: str, body: bytes
+) -> tuple[dict[str, Any], Translation]:
+    """Parse (422 unless a JSON object) and translate (in a thread for large bodies):
+    the parsed body and its translation."""
     try:
         payload = parse_json(body)
     except BadRequest as err:
@@ -111,13 +118,16 @@ def _translate(engine: Service, kind: str, delivery: str, body: bytes) -> Transl
     if not isinstance(payload, dict):
         found = _JSON_NAMES.get(type(payload), "a JSON value")
         raise _rejected(Reason.MALFORMED_PAYLOAD, [f"the body must be a JSON object, not {found}"])
-    return translate(engine.rt.rules, kind, delivery, payload, engine.rt.clock())
+    return payload, translate(engine.rt.rules, kind, delivery, payload, engine.rt.clock())
 
 
-async def _admit(request: web.Request, outcome: Admit, actor: str, size: int) -> Admission:
-    """Admit the translated envelope; a payload outside its type's schema is a 422."""
+async def _admit(
+    request: web.Request, outcome: Admit, actor: str, size: int, delivery: Delivery
+) -> Admission:
+    """Admit the translated envelope, and keep the delivery beside it when it is new (in
+    the same commit); a payload outside its type's schema is a 422."""
     try:
-        (admission,) = await admit(request, [outcome.envelope], actor, size)
+        (admission,) = await admit(request, [outcome.envelope], actor, size, delivery)
         return admission
     except Unprocessable as err:
         reason = str(err.details.get("reason", Reason.MALFORMED_PAYLOAD))

@@ -455,3 +455,18 @@ WHERE loop IN (SELECT value FROM json_each(:keys)) AND state IN (SELECT value FR
 SELECT entity_id FROM journal
 WHERE entity = 'run' AND action = 'chained' AND json_extract(data, '$.eventId') = :event_id
 ORDER BY seq LIMIT 1;
+
+-- ---- GitHub deliveries (schema version 7, engine replay) ---------------------------------
+
+-- name: insert_delivery
+-- Keep an admitted delivery beside its event; nothing when the event has one already.
+INSERT INTO deliveries (event_id, delivery_id, kind, body, rule, received_at)
+VALUES (:event_id, :delivery_id, :kind, :body, :rule, :received_at)
+ON CONFLICT (event_id) DO NOTHING;
+
+-- name: get_delivery
+SELECT * FROM deliveries WHERE event_id = :event_id;
+
+-- name: list_deliveries
+-- Oldest first (received_at, then event_id).
+SELECT * FROM deliveries ORDER BY received_at, event_id LIMIT :limit;
