@@ -9,10 +9,14 @@ own writes and a write transaction that raises keeps nothing. What a database wo
 refuse (a missing event behind a run, a NULL in a NOT NULL column, a write inside a
 read) it refuses with a `MemoryStoreError`, as a driver raises its own error.
 
-Copy-on-write: each committed version of the data is never changed again, so a read
-is a snapshot that never waits; a write copies a table the first time it changes it
-(again inside each savepoint), and its commit makes its tables the committed
-version. Writers are serialised, like SQLite's."""
+Persistent tables: each committed version of the data is never changed again, so a
+read is a snapshot that never waits; a write makes new versions of the tables it
+changes, sharing all but a few nodes with the old ones (`memory_tables.py`), so that
+a write costs the same whatever the number of rows; a savepoint keeps the version it
+started from; the commit makes the write's version the committed one. The reads the
+runtime makes on every pass go through indexes kept with their tables (by state and
+loop, the events not planned, the outbox not published), never through a whole
+table. Writers are serialised, like SQLite's."""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from engine.errors import Busy
 from engine.store.health import Health
 from engine.store.limits import Limits
 from engine.store.memory_tables import MemoryStoreError, Tables
-from engine.store.memory_tx import MemoryTx
+from engine.store.memory_tx import MemoryTx, ReadOnlyMemoryTx
 
 __all__ = ["MemoryDatabase", "MemoryStore", "MemoryStoreError", "MemoryTx"]
 
@@ -78,7 +82,7 @@ class MemoryStore:
         block ends and dropped, all of them, when it raises."""
         self._check_open()
         with self.database.writing(self.limits.lock_timeout) as committed:
-            tx = MemoryTx(committed, writable=True)
+            tx = MemoryTx(committed)
             try:
                 yield tx
             except BaseException:
@@ -91,7 +95,7 @@ class MemoryStore:
         """A snapshot of the last commit: it never waits for a writer, and a write
         inside it is refused."""
         self._check_open()
-        tx = MemoryTx(self.database.committed, writable=False)
+        tx: MemoryTx = ReadOnlyMemoryTx(self.database.committed)
         try:
             yield tx
         finally:

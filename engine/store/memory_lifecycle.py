@@ -6,7 +6,7 @@ nothing, compares with nothing) and its ORDER BY."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +25,8 @@ from engine.store.memory_tables import (
     as_json,
     at_or_after,
     at_or_before,
+    grouped,
+    regroup,
     stored,
     take,
     writes,
@@ -32,18 +34,63 @@ from engine.store.memory_tables import (
 from engine.store.sqltx import OCCURRENCE_CHANGES, budget_total
 
 _WAITING = "waiting_for_resource"
+_OPEN = "open"
 
 
 class LifecycleTx(Transaction):
-    """Events, decisions, occurrences, proposals and runs."""
+    """Events, decisions, occurrences, proposals and runs. Each table has one writer
+    of its rows (`_put_*`), which keeps the table's indexes with it."""
+
+    # ---- the writers of rows and their indexes ----------------------------------
+    def _put_event(self, row: EventRecord) -> None:
+        t = self._own()
+        if row.event_id not in t.events:
+            newest = t.last_events.get(row.loop)
+            seen = None if newest is None else t.events[newest]
+            if seen is None or (seen.admitted_at, seen.event_id) < (row.admitted_at, row.event_id):
+                t.last_events = t.last_events.set(row.loop, row.event_id)
+        t.events = t.events.set(row.event_id, row)
+        if row.planned:
+            if row.event_id in t.unplanned:
+                t.unplanned = t.unplanned.delete(row.event_id)
+        else:
+            t.unplanned = t.unplanned.set(row.event_id, None)
+
+    def _put_occurrence(self, row: OccurrenceRecord) -> None:
+        t = self._own()
+        old = t.occurrences.get(row.event_id)
+        t.occurrences = t.occurrences.set(row.event_id, row)
+        was = None if old is None else (old.state, old.loop)
+        t.occurrence_states = regroup(t.occurrence_states, row.event_id, was, (row.state, row.loop))
+
+    def _put_proposal(self, row: ProposalRecord) -> None:
+        t = self._own()
+        old = t.proposals.get(row.proposal_id)
+        if old is None:
+            t.proposal_order = t.proposal_order.set(row.proposal_id, len(t.proposals))
+        t.proposals = t.proposals.set(row.proposal_id, row)
+        was = None if old is None else (old.state, old.loop)
+        t.proposal_states = regroup(t.proposal_states, row.proposal_id, was, (row.state, row.loop))
+
+    def _put_run(self, row: RunRecord) -> None:
+        t = self._own()
+        old = t.runs.get(row.run_id)
+        if old is None:
+            t.run_order = t.run_order.set(row.run_id, len(t.runs))
+            newest = t.last_runs.get(row.loop)
+            seen = None if newest is None else t.runs[newest]
+            if seen is None or (seen.created_at, seen.run_id) < (row.created_at, row.run_id):
+                t.last_runs = t.last_runs.set(row.loop, row.run_id)
+        t.runs = t.runs.set(row.run_id, row)
+        was = None if old is None else (old.state, old.loop)
+        t.run_states = regroup(t.run_states, row.run_id, was, (row.state, row.loop))
 
     # ---- events ----------------------------------------------------------------
     @writes
     def insert_event(self, event: EventRecord) -> bool:
         if event.event_id in self._tables.events:
             return False
-        row = stored(replace(event, payload=as_json(event.payload), planned=bool(event.planned)))
-        self._own("events").events[event.event_id] = row
+        self._put_event(stored(event, payload=as_json(event.payload), planned=bool(event.planned)))
         return True
 
     @writes
@@ -58,14 +105,15 @@ class LifecycleTx(Transaction):
         return take(sorted(found, key=lambda e: (e.admitted_at, e.event_id), reverse=True), limit)
 
     def unplanned_events(self, limit: int) -> list[EventRecord]:
-        found = [e for e in self._tables.events.values() if not e.planned]
+        events = self._tables.events
+        found = [events[i] for i in self._tables.unplanned]
         return take(sorted(found, key=lambda e: (e.admitted_at, e.event_id)), limit)
 
     @writes
     def mark_planned(self, event_id: str) -> None:
         found = self._tables.events.get(event_id)
         if found is not None:
-            self._own("events").events[event_id] = replace(found, planned=True)
+            self._put_event(replace(found, planned=True))
 
     def loop_events(self, loop: str, since: str, limit: int) -> list[EventRecord]:
         found = [
@@ -74,8 +122,8 @@ class LifecycleTx(Transaction):
         return take(sorted(found, key=lambda e: (e.occurred_at, e.event_id)), limit)
 
     def last_loop_event(self, loop: str) -> EventRecord | None:
-        found = [e for e in self._tables.events.values() if e.loop == loop]
-        return max(found, key=lambda e: (e.admitted_at, e.event_id), default=None)
+        newest = self._tables.last_events.get(loop)
+        return None if newest is None else self._tables.events[newest]
 
     @writes
     def insert_decision(self, decision: DecisionRecord) -> bool:
@@ -83,11 +131,10 @@ class LifecycleTx(Transaction):
             return False
         self._event_exists(decision.event_id, "decisions")
         row = stored(
-            replace(
-                decision, human_only=bool(decision.human_only), mutating=bool(decision.mutating)
-            )
+            decision, human_only=bool(decision.human_only), mutating=bool(decision.mutating)
         )
-        self._own("decisions").decisions[decision.event_id] = row
+        t = self._own()
+        t.decisions = t.decisions.set(decision.event_id, row)
         return True
 
     def get_decision(self, event_id: str) -> DecisionRecord | None:
@@ -98,11 +145,11 @@ class LifecycleTx(Transaction):
     def set_occurrence(self, event_id: str, loop: str | None, state: str, at: str) -> None:
         found = self._tables.occurrences.get(event_id)
         if found is not None:
-            row = stored(replace(found, state=state, updated_at=at))
+            row = stored(found, state=state, updated_at=at)
         else:
             self._event_exists(event_id, "occurrences")
             row = stored(OccurrenceRecord(event_id, loop, state, at))
-        self._own("occurrences").occurrences[event_id] = row
+        self._put_occurrence(row)
 
     def get_occurrence_state(self, event_id: str) -> str | None:
         found = self._tables.occurrences.get(event_id)
@@ -128,17 +175,15 @@ class LifecycleTx(Transaction):
         if found is None:
             self._event_exists(occ.event_id, "occurrences")
         row = stored(
-            replace(
-                opened,
-                evidence=as_json(occ.evidence),
-                reserved=as_json(occ.reserved),
-                used=as_json(occ.used),
-            )
+            opened,
+            evidence=as_json(occ.evidence),
+            reserved=as_json(occ.reserved),
+            used=as_json(occ.used),
         )
-        tables = self._own("occurrences", "occurrence_keys")
-        tables.occurrences[occ.event_id] = row
+        self._put_occurrence(row)
         if row.occurrence_key is not None:
-            tables.occurrence_keys[row.occurrence_key] = occ.event_id
+            t = self._tables
+            t.occurrence_keys = t.occurrence_keys.set(row.occurrence_key, occ.event_id)
         return opened, True
 
     @writes
@@ -154,8 +199,7 @@ class LifecycleTx(Transaction):
         for name in ("evidence", "reserved", "used"):
             if name in changes:
                 changes[name] = as_json(changes[name])
-        row = stored(replace(found, updated_at=at, **changes))
-        self._own("occurrences").occurrences[event_id] = row
+        self._put_occurrence(stored(found, updated_at=at, **changes))
         return True
 
     @writes
@@ -163,7 +207,7 @@ class LifecycleTx(Transaction):
         found = self._tables.occurrences.get(event_id)
         if found is None:
             return 0
-        self._own("occurrences").occurrences[event_id] = replace(found, signals=found.signals + 1)
+        self._put_occurrence(replace(found, signals=found.signals + 1))
         return found.signals + 1
 
     def active_occurrences(
@@ -174,45 +218,53 @@ class LifecycleTx(Transaction):
             return []
         if len(wanted) > 26:
             raise ValueError("active_occurrences takes at most 26 states")
+        occurrences = self._tables.occurrences
         found = [
             o
-            for o in self._tables.occurrences.values()
-            if o.loop == loop and o.state in wanted and o.repo == repo
+            for o in map(
+                occurrences.__getitem__, grouped(self._tables.occurrence_states, wanted, [loop])
+            )
+            if o.repo == repo
         ]
         return sorted(found, key=lambda o: (o.created_at or o.updated_at, o.event_id))
 
     def due_retries(self, now: str, limit: int) -> list[OccurrenceRecord]:
+        occurrences = self._tables.occurrences
         found = [
             o
-            for o in self._tables.occurrences.values()
-            if o.state == _WAITING and at_or_before(o.retry_at, now)
+            for o in map(
+                occurrences.__getitem__, grouped(self._tables.occurrence_states, [_WAITING])
+            )
+            if at_or_before(o.retry_at, now)
         ]
         return take(sorted(found, key=lambda o: (o.retry_at or "", o.event_id)), limit)
 
     def list_occurrences(
         self, limit: int, loop: str | None = None, state: str | None = None
     ) -> list[OccurrenceRecord]:
-        found = [
-            o
-            for o in self._tables.occurrences.values()
-            if (loop is None or o.loop == loop) and (state is None or o.state == state)
-        ]
+        found = self._occurrences_in(
+            None if state is None else [state], None if loop is None else [loop]
+        )
         return take(sorted(found, key=lambda o: (o.updated_at, o.event_id), reverse=True), limit)
 
     def occurrences_of_loop(self, loop: str, since: str, limit: int) -> list[OccurrenceRecord]:
-        found = [
-            o
-            for o in self._tables.occurrences.values()
-            if o.loop == loop and at_or_after(o.created_at, since)
-        ]
+        found = [o for o in self._occurrences_in(None, [loop]) if at_or_after(o.created_at, since)]
         return take(sorted(found, key=lambda o: (o.created_at or "", o.event_id)), limit)
 
     def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
         return budget_total(
             (o.used, o.reserved, o.finished_at is not None)
-            for o in self._tables.occurrences.values()
-            if o.loop == loop and o.repo == repo and at_or_after(o.created_at, since)
+            for o in self._occurrences_in(None, [loop])
+            if o.repo == repo and at_or_after(o.created_at, since)
         )
+
+    def _occurrences_in(
+        self, states: Iterable[str] | None, loops: Iterable[str | None] | None
+    ) -> list[OccurrenceRecord]:
+        """The occurrences in any of `states`, of any of `loops` (None: in any)."""
+        index, occurrences = self._tables.occurrence_states, self._tables.occurrences
+        keys = grouped(index, index.keys() if states is None else states, loops)
+        return [occurrences[i] for i in keys]
 
     # ---- proposals ---------------------------------------------------------------
     @writes
@@ -223,24 +275,23 @@ class LifecycleTx(Transaction):
             raise MemoryStoreError("UNIQUE constraint failed: proposals.proposal_id")
         self._event_exists(proposal.event_id, "proposals")
         row = stored(
-            replace(
-                proposal,
-                human_only=bool(proposal.human_only),
-                mutating=bool(proposal.mutating),
-                decided_at=None,
-                decided_by=None,
-            )
+            proposal,
+            human_only=bool(proposal.human_only),
+            mutating=bool(proposal.mutating),
+            decided_at=None,
+            decided_by=None,
         )
-        tables = self._own("proposals", "proposal_events")
-        tables.proposals[row.proposal_id] = row
-        tables.proposal_events[row.event_id] = row.proposal_id
+        self._put_proposal(row)
+        t = self._tables
+        t.proposal_events = t.proposal_events.set(row.event_id, row.proposal_id)
         return True
 
     def get_proposal(self, proposal_id: str) -> ProposalRecord | None:
         return self._tables.proposals.get(proposal_id)
 
     def list_proposals(self, limit: int, state: str | None = None) -> list[ProposalRecord]:
-        found = [p for p in self._tables.proposals.values() if state is None or p.state == state]
+        index, proposals = self._tables.proposal_states, self._tables.proposals
+        found = [proposals[i] for i in grouped(index, index.keys() if state is None else [state])]
         return take(sorted(found, key=lambda p: (p.created_at, p.proposal_id), reverse=True), limit)
 
     @writes
@@ -250,30 +301,26 @@ class LifecycleTx(Transaction):
         found = self._tables.proposals.get(proposal_id)
         if found is None or found.state != from_state:
             return False
-        row = stored(replace(found, state=to_state, decided_at=at, decided_by=by, note=note))
-        self._own("proposals").proposals[proposal_id] = row
+        self._put_proposal(stored(found, state=to_state, decided_at=at, decided_by=by, note=note))
         return True
 
+    def _open_proposals(self, loops: Iterable[str | None] | None = None) -> list[ProposalRecord]:
+        proposals = self._tables.proposals
+        return [proposals[i] for i in grouped(self._tables.proposal_states, [_OPEN], loops)]
+
     def stale_proposals(self, before: str, limit: int) -> list[ProposalRecord]:
-        found = [
-            p
-            for p in self._tables.proposals.values()
-            if p.state == "open" and p.created_at < before
-        ]
-        return take(sorted(found, key=lambda p: p.created_at), limit)
+        order = self._tables.proposal_order
+        found = [p for p in self._open_proposals() if p.created_at < before]
+        return take(sorted(found, key=lambda p: (p.created_at, order[p.proposal_id])), limit)
 
     def open_loop_proposals(self, loop: str) -> list[ProposalRecord]:
-        found = [p for p in self._tables.proposals.values() if p.loop == loop and p.state == "open"]
+        found = self._open_proposals([loop])
         return sorted(found, key=lambda p: (p.created_at, p.proposal_id))
 
     def open_proposals_by_loop(self) -> dict[str, int]:
-        return dict(
-            Counter(
-                p.loop
-                for p in self._tables.proposals.values()
-                if p.state == "open" and p.loop is not None
-            )
-        )
+        order = self._tables.proposal_order
+        found = sorted(self._open_proposals(), key=lambda p: order[p.proposal_id])
+        return dict(Counter(p.loop for p in found if p.loop is not None))
 
     # ---- runs --------------------------------------------------------------------
     @writes
@@ -299,9 +346,9 @@ class LifecycleTx(Transaction):
                 created_at=run.created_at,
             )
         )
-        tables = self._own("runs", "run_keys")
-        tables.runs[row.run_id] = row
-        tables.run_keys[row.idempotency_key] = row.run_id
+        self._put_run(row)
+        t = self._tables
+        t.run_keys = t.run_keys.set(row.idempotency_key, row.run_id)
         return True
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -312,26 +359,35 @@ class LifecycleTx(Transaction):
         return None if run_id is None else self._tables.runs[run_id]
 
     def list_runs(self, limit: int, state: str | None = None) -> list[RunRecord]:
-        found = [r for r in self._tables.runs.values() if state is None or r.state == state]
+        index = self._tables.run_states
+        found = self._runs_in(index.keys() if state is None else [state])
         return take(sorted(found, key=lambda r: (r.created_at, r.run_id), reverse=True), limit)
 
+    def _runs_in(
+        self, states: Iterable[str], loops: Iterable[str | None] | None = None
+    ) -> list[RunRecord]:
+        runs = self._tables.runs
+        return [runs[i] for i in grouped(self._tables.run_states, states, loops)]
+
     def loop_in_flight(self, loop: str) -> bool:
-        return any(r.loop == loop and r.state in IN_FLIGHT for r in self._tables.runs.values())
+        return next(grouped(self._tables.run_states, IN_FLIGHT, [loop]), None) is not None
 
     def expired_leases(self, now: str, limit: int) -> list[RunRecord]:
+        order = self._tables.run_order
         found = [
             r
-            for r in self._tables.runs.values()
-            if r.state in LEASED and r.lease_expires_at is not None and r.lease_expires_at < now
+            for r in self._runs_in(LEASED)
+            if r.lease_expires_at is not None and r.lease_expires_at < now
         ]
-        return take(sorted(found, key=lambda r: r.lease_expires_at or ""), limit)
+        key = lambda r: (r.lease_expires_at or "", order[r.run_id])  # noqa: E731
+        return take(sorted(found, key=key), limit)
 
     def last_loop_run(self, loop: str) -> RunRecord | None:
-        found = [r for r in self._tables.runs.values() if r.loop == loop]
-        return max(found, key=lambda r: (r.created_at, r.run_id), default=None)
+        newest = self._tables.last_runs.get(loop)
+        return None if newest is None else self._tables.runs[newest]
 
     def _move_run(self, run: RunRecord, **changes: Any) -> bool:
-        self._own("runs").runs[run.run_id] = stored(replace(run, **changes))
+        self._put_run(stored(run, **changes))
         return True
 
     def _paused(self, loop: str | None) -> bool:
@@ -340,11 +396,7 @@ class LifecycleTx(Transaction):
 
     @writes
     def claim_next_run(self, owner: str, lease_until: str) -> RunRecord | None:
-        queued = [
-            r
-            for r in self._tables.runs.values()
-            if r.state == "queued" and not self._paused(r.loop)
-        ]
+        queued = [r for r in self._runs_in(["queued"]) if not self._paused(r.loop)]
         if not queued:
             return None
         oldest = min(queued, key=lambda r: (r.created_at, r.run_id))
