@@ -1,8 +1,8 @@
 """The plumbing of the in-memory store's transactions (`engine.store.memory`): the
 tables of one version of the data and their indexes, the NOT NULL columns, how a
 record becomes a row, and `Transaction`, which gives each step its own version of the
-tables and undoes a failed savepoint. The operations are in `memory_lifecycle.py` and
-`memory_tx.py`.
+tables and undoes a failed savepoint. The operations are in `memory_lifecycle.py`,
+`memory_runs.py` and `memory_tx.py`.
 
 Every table and index is a persistent map (`immutables.Map`): changing it makes a new
 map that shares all but a few nodes with the old one, in time logarithmic in its size,

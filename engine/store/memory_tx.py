@@ -1,9 +1,9 @@
 """The transaction of the in-memory store (`engine.store.memory`): `MemoryTx`, every
-operation of `engine.store.ports.Tx` over plain dictionaries. The lifecycle
-aggregates are in `memory_lifecycle.py`; here are the journal, the outbox, loops,
-findings, notifications and reports. Each operation does what its named query in
-`sql/queries.sql` does; JSON columns go through the same compact encoding, so what
-reads back is what SQLite and PostgreSQL give back."""
+operation of `engine.store.ports.Tx` over the persistent tables of `memory_tables.py`.
+The lifecycle aggregates are in `memory_lifecycle.py` and `memory_runs.py`; here are
+the journal, the outbox, loops, findings, notifications and reports. Each operation
+does what its named query in `sql/queries.sql` does; JSON columns read back as they
+do from SQLite and PostgreSQL (`memory_tables.as_json`)."""
 
 from __future__ import annotations
 
@@ -241,7 +241,12 @@ class MemoryTx(LifecycleTx):
         found = [
             s for s in self._tables.slot_skips.values() if s.loop == loop and s.last_slot >= since
         ]
-        return sorted(found, key=lambda s: (s.first_slot, order[(s.loop, s.first_slot, s.reason)]))
+        # Equal first slots in SQLite's order: it reads a loop's skips by last slot
+        # through its index and sorts them by first slot, keeping that order.
+        return sorted(
+            found,
+            key=lambda s: (s.first_slot, s.last_slot, order[(s.loop, s.first_slot, s.reason)]),
+        )
 
     def get_observation(self, loop: str) -> ObservationRecord | None:
         return self._tables.observations.get(loop)

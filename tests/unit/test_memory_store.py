@@ -20,10 +20,13 @@ from engine.core.records import (
     OccurrenceRecord,
     ProposalRecord,
     RunRecord,
+    SkipRecord,
 )
 from engine.errors import Busy
 from engine.store.limits import Limits
 from engine.store.memory import MemoryDatabase, MemoryStore, MemoryStoreError, MemoryTx
+from engine.store.ports import Store
+from engine.store.sqlite import SqliteStore
 
 AT = "2026-11-30T10:00:00.000000Z"
 LATER = "2026-11-30T10:09:00.000000Z"
@@ -73,6 +76,37 @@ def test_a_read_keeps_what_its_indexes_answered_while_a_writer_moves_rows() -> N
     with store.read() as after:
         assert after.due_retries(LATER, 10) == [] and after.open_proposals_of(["a"]) == []
         assert after.loops_in_flight(["a"]) == set()
+
+
+def test_rows_with_equal_sort_keys_come_in_the_order_sqlite_gives() -> None:
+    """Expired leases of the same expiry and skips of the same first slot list in the
+    order SQLite lists them (its index order, kept by its sort), not in the order they
+    were written."""
+    late = "2026-11-30T10:01:00.000000Z"
+
+    def fill(store: Store) -> tuple[list[str], list[str]]:
+        with store.write() as tx:
+            tx.insert_event(event("e-1"))
+            tx.insert_run(
+                RunRecord("r-0", "k-0", "e-1", None, "a", "d", "x", "o", 0, None, None, late)
+            )
+            tx.claim_next_run("w", AT)
+            tx.insert_run(
+                RunRecord("r-1", "k-1", "e-1", None, "a", "d", "x", "o", 0, None, None, AT)
+            )
+            tx.claim_next_run("w", AT)
+            tx.set_loop_enabled("a", True, AT, AT)
+            tx.insert_skip(SkipRecord("a", AT, late, 2, "late", AT))
+            tx.insert_skip(SkipRecord("a", AT, AT, 1, "asleep", AT))
+        with store.read() as tx:
+            leases = [r.run_id for r in tx.expired_leases(LATER, 10)]
+            return leases, [s.reason for s in tx.list_skips("a", AT)]
+
+    lite = SqliteStore(":memory:")
+    try:
+        assert fill(MemoryStore()) == fill(lite)
+    finally:
+        lite.close()
 
 
 def test_a_savepoint_inside_a_failed_savepoint_is_undone_with_it() -> None:
