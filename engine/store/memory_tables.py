@@ -199,8 +199,18 @@ class _Layout:
 
 
 _LAYOUTS = {kind: _Layout(kind) for kind in NOT_NULL}
-# The types of value that are never a string enum: a row of only these stays as it is.
-_PLAIN = frozenset({str, int, float, bool, type(None), dict, list})
+# Which values of a row are string enums (a str of another type), by the types of its
+# values: rows of a kind come with few patterns of types, each worked out once.
+_ENUMS: dict[tuple[type, ...], tuple[int, ...]] = {}
+
+
+def _enums(types: tuple[type, ...]) -> tuple[int, ...]:
+    found = _ENUMS.get(types)
+    if found is None:
+        found = tuple(i for i, t in enumerate(types) if t is not str and issubclass(t, str))
+        if len(_ENUMS) < 4096:  # bounded, whatever the callers send
+            _ENUMS[types] = found
+    return found
 
 
 def stored(record: Record, **changes: Any) -> Record:
@@ -211,9 +221,9 @@ def stored(record: Record, **changes: Any) -> Record:
     values = list(layout.values(record))
     for name, value in changes.items():
         values[layout.position[name]] = value
-    converted = not _PLAIN.issuperset(map(type, values))
-    if converted:
-        values = [str(v) if isinstance(v, str) and type(v) is not str else v for v in values]
+    converted = _enums(tuple(map(type, values)))
+    for i in converted:
+        values[i] = str(values[i])
     if None in layout.not_null(values):
         missing = next(n for n in NOT_NULL[kind] if values[layout.position[n]] is None)
         raise MemoryStoreError(f"NOT NULL constraint failed: {kind.__name__}.{missing}")
