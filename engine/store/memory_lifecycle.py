@@ -6,7 +6,7 @@ nothing, compares with nothing) and its ORDER BY."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -16,14 +16,13 @@ from engine.core.records import (
     OccurrenceRecord,
     ProposalRecord,
 )
+from engine.store.memory_index import grouped, regroup
 from engine.store.memory_runs import RunsTx
 from engine.store.memory_tables import (
     MemoryStoreError,
     as_json,
     at_or_after,
     at_or_before,
-    grouped,
-    regroup,
     stored,
     take,
     writes,
@@ -58,8 +57,18 @@ class LifecycleTx(RunsTx):
         t = self._own()
         old = t.occurrences.get(row.event_id)
         t.occurrences = t.occurrences.set(row.event_id, row)
-        was = None if old is None else (old.state, old.loop)
-        t.occurrence_states = regroup(t.occurrence_states, row.event_id, was, (row.state, row.loop))
+        key, loop = row.event_id, row.loop
+        if old is None:
+            t.occurrence_states = regroup(t.occurrence_states, key, None, (row.state, loop))
+            t.occurrence_created = t.occurrence_created.moved(key, None, (loop, row.created_at))
+            t.occurrence_updated = t.occurrence_updated.moved(key, None, (loop, row.updated_at))
+            return
+        was = (old.state, old.loop)
+        t.occurrence_states = regroup(t.occurrence_states, key, was, (row.state, loop))
+        made = (old.loop, old.created_at)
+        t.occurrence_created = t.occurrence_created.moved(key, made, (loop, row.created_at))
+        changed = (old.loop, old.updated_at)
+        t.occurrence_updated = t.occurrence_updated.moved(key, changed, (loop, row.updated_at))
 
     def _put_proposal(self, row: ProposalRecord) -> None:
         t = self._own()
@@ -227,21 +236,34 @@ class LifecycleTx(RunsTx):
     def list_occurrences(
         self, limit: int, loop: str | None = None, state: str | None = None
     ) -> list[OccurrenceRecord]:
-        found = self._occurrences_in(
-            None if state is None else [state], None if loop is None else [loop]
-        )
-        return take(sorted(found, key=lambda o: (o.updated_at, o.event_id), reverse=True), limit)
+        if loop is not None and limit >= 0:  # the newest hours of the loop that hold them
+            found: list[OccurrenceRecord] = []
+            occurrences = self._tables.occurrences
+            for keys in self._tables.occurrence_updated.newest(loop):
+                if len(found) >= limit:
+                    break
+                found += (o for o in map(occurrences.__getitem__, keys) if state in (None, o.state))
+        else:
+            found = self._occurrences_in(None if state is None else [state], None)
+        return take(sorted(found, key=_changed, reverse=True), limit)
 
     def occurrences_of_loop(self, loop: str, since: str, limit: int) -> list[OccurrenceRecord]:
-        found = [o for o in self._occurrences_in(None, [loop]) if at_or_after(o.created_at, since)]
+        found = [o for o in self._made_since(loop, since)]
         return take(sorted(found, key=lambda o: (o.created_at or "", o.event_id)), limit)
 
     def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
         return budget_total(
             (o.used, o.reserved, o.finished_at is not None)
-            for o in self._occurrences_in(None, [loop])
-            if o.repo == repo and at_or_after(o.created_at, since)
+            for o in self._made_since(loop, since)
+            if o.repo == repo
         )
+
+    def _made_since(self, loop: str, since: str) -> Iterator[OccurrenceRecord]:
+        """The loop's occurrences created at or after `since`."""
+        occurrences = self._tables.occurrences
+        for o in map(occurrences.__getitem__, self._tables.occurrence_created.since(loop, since)):
+            if at_or_after(o.created_at, since):
+                yield o
 
     def _occurrences_in(
         self, states: Iterable[str] | None, loops: Iterable[str | None] | None
@@ -306,3 +328,8 @@ class LifecycleTx(RunsTx):
         order = self._tables.proposal_order
         found = sorted(self._open_proposals(), key=lambda p: order[p.proposal_id])
         return dict(Counter(p.loop for p in found if p.loop is not None))
+
+
+def _changed(o: OccurrenceRecord) -> tuple[str, str]:
+    """The order of `list_occurrences` (newest first)."""
+    return (o.updated_at, o.event_id)

@@ -8,12 +8,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine.core.records import IN_FLIGHT, LEASED, RunRecord
+from engine.store.memory_index import grouped, regroup
 from engine.store.memory_tables import (
     MemoryStoreError,
     Transaction,
     as_json,
-    grouped,
-    regroup,
     stored,
     take,
     writes,

@@ -13,7 +13,7 @@ changed again, whatever a later writer does."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from itertools import islice
@@ -37,11 +37,11 @@ from engine.core.records import (
     RunRecord,
     SkipRecord,
 )
+from engine.store.memory_index import EMPTY, Grouped, Timeline
 
 P = ParamSpec("P")
 R = TypeVar("R")
 Record = TypeVar("Record")
-K = TypeVar("K", bound=Hashable)
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 _FAST_ENCODE = msgspec.json.Encoder(order="sorted").encode
@@ -92,10 +92,6 @@ NOT_NULL: dict[type, tuple[str, ...]] = {
     ),
 }  # fmt: skip
 
-# An index of a table's keys by (state, loop): state -> loop -> {key: None}.
-Grouped = Map[Any, Map[Any, Map[Any, None]]]
-EMPTY: Map[Any, Any] = Map()
-
 
 class Tables:
     """One version of the data: each table by its primary key, and beside it its
@@ -110,6 +106,8 @@ class Tables:
     occurrences: Map[str, OccurrenceRecord] = EMPTY
     occurrence_keys: Map[str, str] = EMPTY  # key -> event_id
     occurrence_states: Grouped = EMPTY
+    occurrence_created: Timeline = Timeline()  # by loop and created_at
+    occurrence_updated: Timeline = Timeline()  # by loop and updated_at
     proposals: Map[str, ProposalRecord] = EMPTY
     proposal_events: Map[str, str] = EMPTY  # event_id -> proposal_id
     proposal_order: Map[str, int] = EMPTY
@@ -138,37 +136,6 @@ class Tables:
         copied = object.__new__(Tables)
         copied.__dict__.update(self.__dict__)
         return copied
-
-
-def regroup(index: Grouped, key: Any, old: tuple[Any, Any] | None, new: tuple[Any, Any]) -> Grouped:
-    """`index` with `key` moved from its (state, loop) `old` (None: a new key) to `new`."""
-    if old == new:
-        return index
-    if old is not None:
-        by_loop = index[old[0]]
-        index = index.set(old[0], by_loop.set(old[1], by_loop[old[1]].delete(key)))
-    by_loop = index.get(new[0], EMPTY)
-    return index.set(new[0], by_loop.set(new[1], by_loop.get(new[1], EMPTY).set(key, None)))
-
-
-def grouped(
-    index: Grouped, states: Iterable[Any], loops: Iterable[Any] | None = None
-) -> Iterator[Any]:
-    """The keys in any of `states` (each once), of `loops` (None: of every loop)."""
-    for state in dict.fromkeys(states):
-        by_loop = index.get(state, EMPTY)
-        if loops is None:
-            for keys in by_loop.values():
-                yield from keys
-        else:
-            for loop in loops:
-                yield from by_loop.get(loop, EMPTY)
-
-
-def in_order(rows: Map[K, Record], order: Map[K, int]) -> list[Record]:
-    """A table's rows in the order they were first written (a dict's order, SQLite's
-    rowid order)."""
-    return [rows[key] for key, _ in sorted(order.items(), key=itemgetter(1))]
 
 
 def as_json(value: Any) -> Any:

@@ -25,13 +25,12 @@ from engine.core.records import (
     ProposalRecord,
     SkipRecord,
 )
+from engine.store.memory_index import EMPTY, in_order
 from engine.store.memory_lifecycle import LifecycleTx
 from engine.store.memory_tables import (
-    EMPTY,
     MemoryStoreError,
     Tables,
     as_json,
-    in_order,
     read_only,
     stored,
     take,

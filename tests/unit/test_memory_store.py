@@ -27,6 +27,7 @@ from engine.store.limits import Limits
 from engine.store.memory import MemoryDatabase, MemoryStore, MemoryStoreError, MemoryTx
 from engine.store.ports import Store
 from engine.store.sqlite import SqliteStore
+from engine.store.sqltx import budget_total
 
 AT = "2026-11-30T10:00:00.000000Z"
 LATER = "2026-11-30T10:09:00.000000Z"
@@ -183,8 +184,12 @@ RUN_STATES = ("queued", "claimed", "running", "succeeded")
 IDS = ("0", "1", "2", "3")
 
 
-def at(minute: int) -> str:
-    return f"2026-11-30T10:0{minute}:00.000000Z"
+def at(n: int) -> str:
+    """A time of the generated programs: hours apart, a few minutes past the hour."""
+    return f"2026-11-30T1{n}:0{n % 3}:00.000000Z"
+
+
+UNTIL = at(5)
 
 
 def indexed(tx: MemoryTx) -> dict[str, Any]:
@@ -194,17 +199,22 @@ def indexed(tx: MemoryTx) -> dict[str, Any]:
         "unplanned": tx.unplanned_events(100),
         "of loops": tx.occurrences_of_loops(loops, ("triaging", "completed")),
         "active": [tx.active_occurrences(lo, r, ("triaging",)) for lo in loops for r in "rs"],
-        "retries": tx.due_retries(LATER, 100),
+        "retries": tx.due_retries(UNTIL, 100),
         "by state": [tx.list_occurrences(100, state=s) for s in OCCURRENCE_STATES],
         "by loop": [tx.list_occurrences(100, loop=lo) for lo in loops],
         "open": tx.open_proposals_of(loops),
         "open by loop": tx.open_proposals_by_loop(),
-        "stale": sorted(p.proposal_id for p in tx.stale_proposals(LATER, 100)),
+        "stale": sorted(p.proposal_id for p in tx.stale_proposals(UNTIL, 100)),
         "proposals": [tx.list_proposals(100, state=s) for s in ("open", "approved")],
         "in flight": tx.loops_in_flight(loops),
-        "leases": sorted(r.run_id for r in tx.expired_leases(LATER, 100)),
+        "leases": sorted(r.run_id for r in tx.expired_leases(UNTIL, 100)),
         "runs": [tx.list_runs(100, state=s) for s in RUN_STATES],
         "last": [(tx.last_loop_run(lo), tx.last_loop_event(lo)) for lo in loops],
+        "newest": [
+            tx.list_occurrences(2, loop=lo, state=s) for lo in loops for s in (None, "completed")
+        ],
+        "since": [tx.occurrences_of_loop(lo, at(3), 100) for lo in loops],
+        "budget": [tx.budget_usage(lo, r, at(3)) for lo in loops for r in "rs"],
     }
 
 
@@ -222,6 +232,10 @@ def scanned(tx: MemoryTx) -> dict[str, Any]:
     made = lambda o: (o.created_at or o.updated_at, o.event_id)  # noqa: E731
     newest = lambda rows, key: max(rows, key=key, default=None)  # noqa: E731
     opened = [p for p in props if p.state == "open"]
+
+    def since(loop: str) -> list[OccurrenceRecord]:
+        return [o for o in occs if o.loop == loop and o.created_at and o.created_at >= at(3)]
+
     return {
         "unplanned": first(
             [e for e in events if not e.planned], lambda e: (e.admitted_at, e.event_id)
@@ -238,7 +252,7 @@ def scanned(tx: MemoryTx) -> dict[str, Any]:
             [
                 o
                 for o in occs
-                if o.state == "waiting_for_resource" and o.retry_at and o.retry_at <= LATER
+                if o.state == "waiting_for_resource" and o.retry_at and o.retry_at <= UNTIL
             ],
             lambda o: (o.retry_at, o.event_id),
         ),
@@ -254,7 +268,7 @@ def scanned(tx: MemoryTx) -> dict[str, Any]:
             [p for p in opened if p.loop in loops], lambda p: (p.created_at, p.proposal_id)
         ),
         "open by loop": {lo: n for lo in loops if (n := sum(1 for p in opened if p.loop == lo))},
-        "stale": sorted(p.proposal_id for p in opened if p.created_at < LATER),
+        "stale": sorted(p.proposal_id for p in opened if p.created_at < UNTIL),
         "proposals": [
             first([p for p in props if p.state == s], lambda p: (p.created_at, p.proposal_id))[::-1]
             for s in ("open", "approved")
@@ -265,7 +279,7 @@ def scanned(tx: MemoryTx) -> dict[str, Any]:
             for r in runs
             if r.state in ("claimed", "running")
             and r.lease_expires_at
-            and r.lease_expires_at < LATER
+            and r.lease_expires_at < UNTIL
         ),
         "runs": [
             first([r for r in runs if r.state == s], lambda r: (r.created_at, r.run_id))[::-1]
@@ -277,6 +291,22 @@ def scanned(tx: MemoryTx) -> dict[str, Any]:
                 newest([e for e in events if e.loop == lo], lambda e: (e.admitted_at, e.event_id)),
             )
             for lo in loops
+        ],
+        "newest": [
+            first(
+                [o for o in occs if o.loop == lo and s in (None, o.state)],
+                lambda o: (o.updated_at, o.event_id),
+            )[::-1][:2]
+            for lo in loops
+            for s in (None, "completed")
+        ],
+        "since": [first(since(lo), lambda o: (o.created_at, o.event_id)) for lo in loops],
+        "budget": [
+            budget_total(
+                (o.used, o.reserved, o.finished_at is not None) for o in since(lo) if o.repo == r
+            )
+            for lo in loops
+            for r in "rs"
         ],
     }
 
@@ -299,7 +329,16 @@ ops: st.SearchStrategy[Op] = st.one_of(
     st.builds(
         lambda i, lo, s, r, m: (
             lambda tx: tx.open_occurrence(
-                OccurrenceRecord(f"e-{i}", lo, s, at(m), repo=r, retry_at=at(m), created_at=at(m))
+                OccurrenceRecord(
+                    f"e-{i}",
+                    lo,
+                    s,
+                    at(m),
+                    repo=r,
+                    retry_at=at(m),
+                    reserved={"runs": 1},
+                    created_at=at(m),
+                )
             )
         ),
         ids,
