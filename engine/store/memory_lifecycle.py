@@ -58,16 +58,11 @@ class LifecycleTx(RunsTx):
         old = t.occurrences.get(row.event_id)
         t.occurrences = t.occurrences.set(row.event_id, row)
         key, loop = row.event_id, row.loop
-        if old is None:
-            t.occurrence_states = regroup(t.occurrence_states, key, None, (row.state, loop))
-            t.occurrence_created = t.occurrence_created.moved(key, None, (loop, row.created_at))
-            t.occurrence_updated = t.occurrence_updated.moved(key, None, (loop, row.updated_at))
-            return
-        was = (old.state, old.loop)
+        was = None if old is None else (old.state, old.loop)
+        made = None if old is None else (old.loop, old.created_at)
+        changed = None if old is None else (old.loop, old.updated_at)
         t.occurrence_states = regroup(t.occurrence_states, key, was, (row.state, loop))
-        made = (old.loop, old.created_at)
         t.occurrence_created = t.occurrence_created.moved(key, made, (loop, row.created_at))
-        changed = (old.loop, old.updated_at)
         t.occurrence_updated = t.occurrence_updated.moved(key, changed, (loop, row.updated_at))
 
     def _put_proposal(self, row: ProposalRecord) -> None:
@@ -248,7 +243,7 @@ class LifecycleTx(RunsTx):
         return take(sorted(found, key=_changed, reverse=True), limit)
 
     def occurrences_of_loop(self, loop: str, since: str, limit: int) -> list[OccurrenceRecord]:
-        found = [o for o in self._made_since(loop, since)]
+        found = list(self._made_since(loop, since))
         return take(sorted(found, key=lambda o: (o.created_at or "", o.event_id)), limit)
 
     def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
