@@ -9,22 +9,25 @@ own writes and a write transaction that raises keeps nothing. What a database wo
 refuse (a missing event behind a run, a NULL in a NOT NULL column, a write inside a
 read) it refuses with a `MemoryStoreError`, as a driver raises its own error.
 
-Copy-on-write: each committed version of the data is never changed again, so a read
-is a snapshot that never waits; a write copies a table the first time it changes it
-(again inside each savepoint), and its commit makes its tables the committed
-version. Writers are serialised, like SQLite's."""
+Persistent tables: each committed version of the data is never changed again, so a
+read is a snapshot that never waits; a write makes new versions of the tables it
+changes, sharing all but a few nodes with the old ones (`memory_tables.py`), so that
+a write costs the same whatever the number of rows; a savepoint keeps the version it
+started from; the commit makes the write's version the committed one. The reads the
+runtime makes on every pass go through indexes kept with their tables (by state and
+loop, the events not planned, the outbox not published), never through a whole
+table. Writers are serialised, like SQLite's."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 from engine.errors import Busy
 from engine.store.health import Health
 from engine.store.limits import Limits
 from engine.store.memory_tables import MemoryStoreError, Tables
-from engine.store.memory_tx import MemoryTx
+from engine.store.memory_tx import MemoryTx, ReadOnlyMemoryTx
 
 __all__ = ["MemoryDatabase", "MemoryStore", "MemoryStoreError", "MemoryTx"]
 
@@ -38,23 +41,72 @@ class MemoryDatabase:
         self._lock = threading.Lock()
         self._writer: int | None = None  # the thread holding the writer lock
 
-    @contextmanager
-    def writing(self, timeout: float) -> Iterator[Tables]:
-        """Hold the writer lock (Busy when it is not free within `timeout` seconds, a
+    def begin(self, timeout: float) -> Tables:
+        """Take the writer lock (Busy when it is not free within `timeout` seconds, a
         MemoryStoreError for a second write opened inside a write of the same thread,
         which SQL refuses too); the committed version to start from."""
-        if self._writer == threading.get_ident():
+        me = threading.get_ident()
+        if self._writer == me:
             raise MemoryStoreError("cannot start a transaction within a transaction")
-        if not self._lock.acquire(timeout=timeout):
+        if not (self._lock.acquire(False) or self._lock.acquire(timeout=timeout)):
             raise Busy(
                 f"the memory store is busy: its writer lock was not free within {timeout:g}s"
             )
-        self._writer = threading.get_ident()
-        try:
-            yield self.committed
-        finally:
-            self._writer = None
-            self._lock.release()
+        self._writer = me
+        return self.committed
+
+    def finish(self, tables: Tables | None) -> None:
+        """Commit `tables` (None: nothing, a rollback) and free the writer lock."""
+        if tables is not None:
+            self.committed = tables
+        self._writer = None
+        self._lock.release()
+
+
+class _Write:
+    """The block of one write transaction (`MemoryStore.write`)."""
+
+    __slots__ = ("_store", "_tx")
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> MemoryTx:
+        store = self._store
+        store._check_open()
+        self._tx = MemoryTx(store.database.begin(store.limits.lock_timeout))
+        return self._tx
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        tables = self._tx.end()
+        self._store.database.finish(tables if kind is None else None)
+
+
+class _Read:
+    """The block of one read (`MemoryStore.read`)."""
+
+    __slots__ = ("_store", "_tx")
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> MemoryTx:
+        self._store._check_open()
+        self._tx: MemoryTx = ReadOnlyMemoryTx(self._store.database.committed)
+        return self._tx
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._tx.end()
 
 
 class MemoryStore:
@@ -71,31 +123,16 @@ class MemoryStore:
         self.health = Health()  # always writable: nothing here can fill up or fail
         self._closed = False
 
-    @contextmanager
-    def write(self, exclusive: bool = True) -> Iterator[MemoryTx]:
+    def write(self, exclusive: bool = True) -> _Write:
         """A write transaction: serialised with every other writer of the database
         (`exclusive` changes nothing, as on SQLite); its changes are committed when the
         block ends and dropped, all of them, when it raises."""
-        self._check_open()
-        with self.database.writing(self.limits.lock_timeout) as committed:
-            tx = MemoryTx(committed, writable=True)
-            try:
-                yield tx
-            except BaseException:
-                tx.end()
-                raise
-            self.database.committed = tx.end()
+        return _Write(self)
 
-    @contextmanager
-    def read(self) -> Iterator[MemoryTx]:
+    def read(self) -> _Read:
         """A snapshot of the last commit: it never waits for a writer, and a write
         inside it is refused."""
-        self._check_open()
-        tx = MemoryTx(self.database.committed, writable=False)
-        try:
-            yield tx
-        finally:
-            tx.end()
+        return _Read(self)
 
     def close(self) -> None:
         """This connection is closed; the database stays for the other stores on it."""

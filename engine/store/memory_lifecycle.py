@@ -6,22 +6,20 @@ nothing, compares with nothing) and its ORDER BY."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 from engine.core.records import (
-    IN_FLIGHT,
-    LEASED,
     DecisionRecord,
     EventRecord,
     OccurrenceRecord,
     ProposalRecord,
-    RunRecord,
 )
+from engine.store.memory_index import grouped, regroup
+from engine.store.memory_runs import RunsTx
 from engine.store.memory_tables import (
     MemoryStoreError,
-    Transaction,
     as_json,
     at_or_after,
     at_or_before,
@@ -32,18 +30,56 @@ from engine.store.memory_tables import (
 from engine.store.sqltx import OCCURRENCE_CHANGES, budget_total
 
 _WAITING = "waiting_for_resource"
+_OPEN = "open"
 
 
-class LifecycleTx(Transaction):
-    """Events, decisions, occurrences, proposals and runs."""
+class LifecycleTx(RunsTx):
+    """Events, decisions, occurrences and proposals (runs: `memory_runs.py`). Each
+    table has one writer of its rows (`_put_*`), which keeps the table's indexes with
+    it."""
+
+    # ---- the writers of rows and their indexes ----------------------------------
+    def _put_event(self, row: EventRecord) -> None:
+        t = self._own()
+        if row.event_id not in t.events:
+            newest = t.last_events.get(row.loop)
+            seen = None if newest is None else t.events[newest]
+            if seen is None or (seen.admitted_at, seen.event_id) < (row.admitted_at, row.event_id):
+                t.last_events = t.last_events.set(row.loop, row.event_id)
+        t.events = t.events.set(row.event_id, row)
+        if row.planned:
+            if row.event_id in t.unplanned:
+                t.unplanned = t.unplanned.delete(row.event_id)
+        else:
+            t.unplanned = t.unplanned.set(row.event_id, None)
+
+    def _put_occurrence(self, row: OccurrenceRecord) -> None:
+        t = self._own()
+        old = t.occurrences.get(row.event_id)
+        t.occurrences = t.occurrences.set(row.event_id, row)
+        key, loop = row.event_id, row.loop
+        was = None if old is None else (old.state, old.loop)
+        made = None if old is None else (old.loop, old.created_at)
+        changed = None if old is None else (old.loop, old.updated_at)
+        t.occurrence_states = regroup(t.occurrence_states, key, was, (row.state, loop))
+        t.occurrence_created = t.occurrence_created.moved(key, made, (loop, row.created_at))
+        t.occurrence_updated = t.occurrence_updated.moved(key, changed, (loop, row.updated_at))
+
+    def _put_proposal(self, row: ProposalRecord) -> None:
+        t = self._own()
+        old = t.proposals.get(row.proposal_id)
+        if old is None:
+            t.proposal_order = t.proposal_order.set(row.proposal_id, len(t.proposals))
+        t.proposals = t.proposals.set(row.proposal_id, row)
+        was = None if old is None else (old.state, old.loop)
+        t.proposal_states = regroup(t.proposal_states, row.proposal_id, was, (row.state, row.loop))
 
     # ---- events ----------------------------------------------------------------
     @writes
     def insert_event(self, event: EventRecord) -> bool:
         if event.event_id in self._tables.events:
             return False
-        row = stored(replace(event, payload=as_json(event.payload), planned=bool(event.planned)))
-        self._own("events").events[event.event_id] = row
+        self._put_event(stored(event, payload=as_json(event.payload), planned=bool(event.planned)))
         return True
 
     @writes
@@ -58,14 +94,15 @@ class LifecycleTx(Transaction):
         return take(sorted(found, key=lambda e: (e.admitted_at, e.event_id), reverse=True), limit)
 
     def unplanned_events(self, limit: int) -> list[EventRecord]:
-        found = [e for e in self._tables.events.values() if not e.planned]
+        events = self._tables.events
+        found = [events[i] for i in self._tables.unplanned]
         return take(sorted(found, key=lambda e: (e.admitted_at, e.event_id)), limit)
 
     @writes
     def mark_planned(self, event_id: str) -> None:
         found = self._tables.events.get(event_id)
         if found is not None:
-            self._own("events").events[event_id] = replace(found, planned=True)
+            self._put_event(replace(found, planned=True))
 
     def loop_events(self, loop: str, since: str, limit: int) -> list[EventRecord]:
         found = [
@@ -74,8 +111,8 @@ class LifecycleTx(Transaction):
         return take(sorted(found, key=lambda e: (e.occurred_at, e.event_id)), limit)
 
     def last_loop_event(self, loop: str) -> EventRecord | None:
-        found = [e for e in self._tables.events.values() if e.loop == loop]
-        return max(found, key=lambda e: (e.admitted_at, e.event_id), default=None)
+        newest = self._tables.last_events.get(loop)
+        return None if newest is None else self._tables.events[newest]
 
     @writes
     def insert_decision(self, decision: DecisionRecord) -> bool:
@@ -83,11 +120,10 @@ class LifecycleTx(Transaction):
             return False
         self._event_exists(decision.event_id, "decisions")
         row = stored(
-            replace(
-                decision, human_only=bool(decision.human_only), mutating=bool(decision.mutating)
-            )
+            decision, human_only=bool(decision.human_only), mutating=bool(decision.mutating)
         )
-        self._own("decisions").decisions[decision.event_id] = row
+        t = self._own()
+        t.decisions = t.decisions.set(decision.event_id, row)
         return True
 
     def get_decision(self, event_id: str) -> DecisionRecord | None:
@@ -98,11 +134,11 @@ class LifecycleTx(Transaction):
     def set_occurrence(self, event_id: str, loop: str | None, state: str, at: str) -> None:
         found = self._tables.occurrences.get(event_id)
         if found is not None:
-            row = stored(replace(found, state=state, updated_at=at))
+            row = stored(found, state=state, updated_at=at)
         else:
             self._event_exists(event_id, "occurrences")
             row = stored(OccurrenceRecord(event_id, loop, state, at))
-        self._own("occurrences").occurrences[event_id] = row
+        self._put_occurrence(row)
 
     def get_occurrence_state(self, event_id: str) -> str | None:
         found = self._tables.occurrences.get(event_id)
@@ -128,17 +164,15 @@ class LifecycleTx(Transaction):
         if found is None:
             self._event_exists(occ.event_id, "occurrences")
         row = stored(
-            replace(
-                opened,
-                evidence=as_json(occ.evidence),
-                reserved=as_json(occ.reserved),
-                used=as_json(occ.used),
-            )
+            opened,
+            evidence=as_json(occ.evidence),
+            reserved=as_json(occ.reserved),
+            used=as_json(occ.used),
         )
-        tables = self._own("occurrences", "occurrence_keys")
-        tables.occurrences[occ.event_id] = row
+        self._put_occurrence(row)
         if row.occurrence_key is not None:
-            tables.occurrence_keys[row.occurrence_key] = occ.event_id
+            t = self._tables
+            t.occurrence_keys = t.occurrence_keys.set(row.occurrence_key, occ.event_id)
         return opened, True
 
     @writes
@@ -154,8 +188,7 @@ class LifecycleTx(Transaction):
         for name in ("evidence", "reserved", "used"):
             if name in changes:
                 changes[name] = as_json(changes[name])
-        row = stored(replace(found, updated_at=at, **changes))
-        self._own("occurrences").occurrences[event_id] = row
+        self._put_occurrence(stored(found, updated_at=at, **changes))
         return True
 
     @writes
@@ -163,7 +196,7 @@ class LifecycleTx(Transaction):
         found = self._tables.occurrences.get(event_id)
         if found is None:
             return 0
-        self._own("occurrences").occurrences[event_id] = replace(found, signals=found.signals + 1)
+        self._put_occurrence(replace(found, signals=found.signals + 1))
         return found.signals + 1
 
     def active_occurrences(
@@ -174,45 +207,66 @@ class LifecycleTx(Transaction):
             return []
         if len(wanted) > 26:
             raise ValueError("active_occurrences takes at most 26 states")
+        occurrences = self._tables.occurrences
         found = [
             o
-            for o in self._tables.occurrences.values()
-            if o.loop == loop and o.state in wanted and o.repo == repo
+            for o in map(
+                occurrences.__getitem__, grouped(self._tables.occurrence_states, wanted, [loop])
+            )
+            if o.repo == repo
         ]
         return sorted(found, key=lambda o: (o.created_at or o.updated_at, o.event_id))
 
     def due_retries(self, now: str, limit: int) -> list[OccurrenceRecord]:
+        occurrences = self._tables.occurrences
         found = [
             o
-            for o in self._tables.occurrences.values()
-            if o.state == _WAITING and at_or_before(o.retry_at, now)
+            for o in map(
+                occurrences.__getitem__, grouped(self._tables.occurrence_states, [_WAITING])
+            )
+            if at_or_before(o.retry_at, now)
         ]
         return take(sorted(found, key=lambda o: (o.retry_at or "", o.event_id)), limit)
 
     def list_occurrences(
         self, limit: int, loop: str | None = None, state: str | None = None
     ) -> list[OccurrenceRecord]:
-        found = [
-            o
-            for o in self._tables.occurrences.values()
-            if (loop is None or o.loop == loop) and (state is None or o.state == state)
-        ]
-        return take(sorted(found, key=lambda o: (o.updated_at, o.event_id), reverse=True), limit)
+        if loop is not None and limit >= 0:  # the newest hours of the loop that hold them
+            found: list[OccurrenceRecord] = []
+            occurrences = self._tables.occurrences
+            for keys in self._tables.occurrence_updated.newest(loop):
+                if len(found) >= limit:
+                    break
+                found += (o for o in map(occurrences.__getitem__, keys) if state in (None, o.state))
+        else:
+            found = self._occurrences_in(None if state is None else [state], None)
+        return take(sorted(found, key=_changed, reverse=True), limit)
 
     def occurrences_of_loop(self, loop: str, since: str, limit: int) -> list[OccurrenceRecord]:
-        found = [
-            o
-            for o in self._tables.occurrences.values()
-            if o.loop == loop and at_or_after(o.created_at, since)
-        ]
+        found = list(self._made_since(loop, since))
         return take(sorted(found, key=lambda o: (o.created_at or "", o.event_id)), limit)
 
     def budget_usage(self, loop: str, repo: str | None, since: str) -> dict[str, int]:
         return budget_total(
             (o.used, o.reserved, o.finished_at is not None)
-            for o in self._tables.occurrences.values()
-            if o.loop == loop and o.repo == repo and at_or_after(o.created_at, since)
+            for o in self._made_since(loop, since)
+            if o.repo == repo
         )
+
+    def _made_since(self, loop: str, since: str) -> Iterator[OccurrenceRecord]:
+        """The loop's occurrences created at or after `since`."""
+        occurrences = self._tables.occurrences
+        for o in map(occurrences.__getitem__, self._tables.occurrence_created.since(loop, since)):
+            if at_or_after(o.created_at, since):
+                yield o
+
+    def _occurrences_in(
+        self, states: Iterable[str] | None, loops: Iterable[str | None] | None
+    ) -> list[OccurrenceRecord]:
+        """The occurrences in any of `states`, of any of `loops` (None: in any)."""
+        index, occurrences = self._tables.occurrence_states, self._tables.occurrences
+        keys = grouped(index, index.keys() if states is None else states, loops)
+        return [occurrences[i] for i in keys]
 
     # ---- proposals ---------------------------------------------------------------
     @writes
@@ -223,24 +277,23 @@ class LifecycleTx(Transaction):
             raise MemoryStoreError("UNIQUE constraint failed: proposals.proposal_id")
         self._event_exists(proposal.event_id, "proposals")
         row = stored(
-            replace(
-                proposal,
-                human_only=bool(proposal.human_only),
-                mutating=bool(proposal.mutating),
-                decided_at=None,
-                decided_by=None,
-            )
+            proposal,
+            human_only=bool(proposal.human_only),
+            mutating=bool(proposal.mutating),
+            decided_at=None,
+            decided_by=None,
         )
-        tables = self._own("proposals", "proposal_events")
-        tables.proposals[row.proposal_id] = row
-        tables.proposal_events[row.event_id] = row.proposal_id
+        self._put_proposal(row)
+        t = self._tables
+        t.proposal_events = t.proposal_events.set(row.event_id, row.proposal_id)
         return True
 
     def get_proposal(self, proposal_id: str) -> ProposalRecord | None:
         return self._tables.proposals.get(proposal_id)
 
     def list_proposals(self, limit: int, state: str | None = None) -> list[ProposalRecord]:
-        found = [p for p in self._tables.proposals.values() if state is None or p.state == state]
+        index, proposals = self._tables.proposal_states, self._tables.proposals
+        found = [proposals[i] for i in grouped(index, index.keys() if state is None else [state])]
         return take(sorted(found, key=lambda p: (p.created_at, p.proposal_id), reverse=True), limit)
 
     @writes
@@ -250,184 +303,28 @@ class LifecycleTx(Transaction):
         found = self._tables.proposals.get(proposal_id)
         if found is None or found.state != from_state:
             return False
-        row = stored(replace(found, state=to_state, decided_at=at, decided_by=by, note=note))
-        self._own("proposals").proposals[proposal_id] = row
+        self._put_proposal(stored(found, state=to_state, decided_at=at, decided_by=by, note=note))
         return True
 
+    def _open_proposals(self, loops: Iterable[str | None] | None = None) -> list[ProposalRecord]:
+        proposals = self._tables.proposals
+        return [proposals[i] for i in grouped(self._tables.proposal_states, [_OPEN], loops)]
+
     def stale_proposals(self, before: str, limit: int) -> list[ProposalRecord]:
-        found = [
-            p
-            for p in self._tables.proposals.values()
-            if p.state == "open" and p.created_at < before
-        ]
-        return take(sorted(found, key=lambda p: p.created_at), limit)
+        order = self._tables.proposal_order
+        found = [p for p in self._open_proposals() if p.created_at < before]
+        return take(sorted(found, key=lambda p: (p.created_at, order[p.proposal_id])), limit)
 
     def open_loop_proposals(self, loop: str) -> list[ProposalRecord]:
-        found = [p for p in self._tables.proposals.values() if p.loop == loop and p.state == "open"]
+        found = self._open_proposals([loop])
         return sorted(found, key=lambda p: (p.created_at, p.proposal_id))
 
     def open_proposals_by_loop(self) -> dict[str, int]:
-        return dict(
-            Counter(
-                p.loop
-                for p in self._tables.proposals.values()
-                if p.state == "open" and p.loop is not None
-            )
-        )
+        order = self._tables.proposal_order
+        found = sorted(self._open_proposals(), key=lambda p: order[p.proposal_id])
+        return dict(Counter(p.loop for p in found if p.loop is not None))
 
-    # ---- runs --------------------------------------------------------------------
-    @writes
-    def insert_run(self, run: RunRecord) -> bool:
-        if run.idempotency_key in self._tables.run_keys:
-            return False
-        if run.run_id in self._tables.runs:
-            raise MemoryStoreError("UNIQUE constraint failed: runs.run_id")
-        self._event_exists(run.event_id, "runs")
-        row = stored(
-            RunRecord(
-                run_id=run.run_id,
-                idempotency_key=run.idempotency_key,
-                event_id=run.event_id,
-                proposal_id=run.proposal_id,
-                loop=run.loop,
-                definition=run.definition,
-                state="queued",
-                approved_by=run.approved_by,
-                attempts=0,
-                lease_owner=None,
-                lease_expires_at=None,
-                created_at=run.created_at,
-            )
-        )
-        tables = self._own("runs", "run_keys")
-        tables.runs[row.run_id] = row
-        tables.run_keys[row.idempotency_key] = row.run_id
-        return True
 
-    def get_run(self, run_id: str) -> RunRecord | None:
-        return self._tables.runs.get(run_id)
-
-    def get_run_by_key(self, key: str) -> RunRecord | None:
-        run_id = self._tables.run_keys.get(key)
-        return None if run_id is None else self._tables.runs[run_id]
-
-    def list_runs(self, limit: int, state: str | None = None) -> list[RunRecord]:
-        found = [r for r in self._tables.runs.values() if state is None or r.state == state]
-        return take(sorted(found, key=lambda r: (r.created_at, r.run_id), reverse=True), limit)
-
-    def loop_in_flight(self, loop: str) -> bool:
-        return any(r.loop == loop and r.state in IN_FLIGHT for r in self._tables.runs.values())
-
-    def expired_leases(self, now: str, limit: int) -> list[RunRecord]:
-        found = [
-            r
-            for r in self._tables.runs.values()
-            if r.state in LEASED and r.lease_expires_at is not None and r.lease_expires_at < now
-        ]
-        return take(sorted(found, key=lambda r: r.lease_expires_at or ""), limit)
-
-    def last_loop_run(self, loop: str) -> RunRecord | None:
-        found = [r for r in self._tables.runs.values() if r.loop == loop]
-        return max(found, key=lambda r: (r.created_at, r.run_id), default=None)
-
-    def _move_run(self, run: RunRecord, **changes: Any) -> bool:
-        self._own("runs").runs[run.run_id] = stored(replace(run, **changes))
-        return True
-
-    def _paused(self, loop: str | None) -> bool:
-        state = None if loop is None else self._tables.loop_state.get(loop)
-        return state is not None and state.paused
-
-    @writes
-    def claim_next_run(self, owner: str, lease_until: str) -> RunRecord | None:
-        queued = [
-            r
-            for r in self._tables.runs.values()
-            if r.state == "queued" and not self._paused(r.loop)
-        ]
-        if not queued:
-            return None
-        oldest = min(queued, key=lambda r: (r.created_at, r.run_id))
-        self._move_run(
-            oldest,
-            state="claimed",
-            lease_owner=owner,
-            lease_expires_at=lease_until,
-            attempts=oldest.attempts + 1,
-        )
-        return self._tables.runs[oldest.run_id]
-
-    def _leased_by(self, run_id: str, owner: str, states: tuple[str, ...]) -> RunRecord | None:
-        found = self._tables.runs.get(run_id)
-        if found is None or found.lease_owner != owner or found.state not in states:
-            return None
-        return found
-
-    @writes
-    def heartbeat(self, run_id: str, owner: str, lease_until: str) -> bool:
-        found = self._leased_by(run_id, owner, LEASED)
-        return found is not None and self._move_run(found, lease_expires_at=lease_until)
-
-    @writes
-    def start_run(self, run_id: str, owner: str, at: str) -> bool:
-        found = self._leased_by(run_id, owner, ("claimed",))
-        return found is not None and self._move_run(found, state="running", started_at=at)
-
-    @writes
-    def finish_run(
-        self,
-        run_id: str,
-        owner: str,
-        state: str,
-        at: str,
-        outcome: str | None,
-        result: dict[str, Any] | None,
-        error: str | None,
-        artifact: str | None,
-    ) -> bool:
-        found = self._leased_by(run_id, owner, LEASED)
-        return found is not None and self._move_run(
-            found,
-            state=state,
-            finished_at=at,
-            outcome=outcome,
-            result=as_json(result),
-            error=error,
-            artifact=artifact,
-            lease_owner=None,
-            lease_expires_at=None,
-        )
-
-    @writes
-    def cancel_run(self, run_id: str, from_state: str, at: str, note: str) -> bool:
-        found = self._tables.runs.get(run_id)
-        if found is None or found.state != from_state:
-            return False
-        return self._move_run(
-            found,
-            state="cancelled",
-            finished_at=at,
-            error=note,
-            lease_owner=None,
-            lease_expires_at=None,
-        )
-
-    @writes
-    def recover_run(self, run: RunRecord, state: str, at: str, error: str) -> bool:
-        found = self._tables.runs.get(run.run_id)
-        if (
-            found is None
-            or found.lease_owner is None
-            or found.lease_expires_at is None
-            or (found.lease_owner, found.lease_expires_at)
-            != (run.lease_owner, run.lease_expires_at)
-        ):
-            return False
-        return self._move_run(
-            found,
-            state=state,
-            lease_owner=None,
-            lease_expires_at=None,
-            finished_at=at if state != "queued" else None,
-            error=error,
-        )
+def _changed(o: OccurrenceRecord) -> tuple[str, str]:
+    """The order of `list_occurrences` (newest first)."""
+    return (o.updated_at, o.event_id)

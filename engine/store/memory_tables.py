@@ -1,17 +1,27 @@
 """The plumbing of the in-memory store's transactions (`engine.store.memory`): the
-tables of one version of the data, the NOT NULL columns, and `Transaction`, which
-copies a table the first time a step changes it and undoes a failed savepoint. The
-operations are in `memory_lifecycle.py` and `memory_tx.py`."""
+tables of one version of the data and their indexes, the NOT NULL columns, how a
+record becomes a row, and `Transaction`, which gives each step its own version of the
+tables and undoes a failed savepoint. The operations are in `memory_lifecycle.py`,
+`memory_runs.py` and `memory_tx.py`.
+
+Every table and index is a persistent map (`immutables.Map`): changing it makes a new
+map that shares all but a few nodes with the old one, in time logarithmic in its size,
+and the old one stays as it was. So a version of the data is a handful of references,
+a savepoint keeps the version it started from, and a committed version is never
+changed again, whatever a later writer does."""
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
-from functools import wraps
-from typing import Any, ParamSpec, TypeVar, cast
+from dataclasses import fields
+from itertools import islice
+from operator import attrgetter, itemgetter
+from typing import Any, ParamSpec, TypeVar
+
+import msgspec
+from immutables import Map
 
 from engine.core.records import (
     DecisionRecord,
@@ -28,12 +38,16 @@ from engine.core.records import (
     RunRecord,
     SkipRecord,
 )
+from engine.store.memory_index import EMPTY, Grouped, Timeline
 
 P = ParamSpec("P")
 R = TypeVar("R")
 Record = TypeVar("Record")
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+_FAST_ENCODE = msgspec.json.Encoder(order="sorted").encode
+_FAST_DECODE = msgspec.json.Decoder().decode
+_FAST_REFUSED = (TypeError, ValueError, OverflowError, RecursionError, msgspec.MsgspecError)
 
 
 class MemoryStoreError(Exception):
@@ -81,47 +95,109 @@ NOT_NULL: dict[type, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-@dataclass
 class Tables:
-    """One version of the data: each table by its primary key, beside the indexes of
-    its unique columns. A committed version is never changed again."""
+    """One version of the data: each table by its primary key, and beside it its
+    indexes (its unique columns; its keys by state and loop; the insertion order a
+    list of equal sort keys comes in, as SQLite gives it). A committed version is
+    never changed again; a step changes its own `clone()`."""
 
-    events: dict[str, EventRecord] = field(default_factory=dict)
-    decisions: dict[str, DecisionRecord] = field(default_factory=dict)
-    deliveries: dict[str, DeliveryRecord] = field(default_factory=dict)  # by event_id
-    occurrences: dict[str, OccurrenceRecord] = field(default_factory=dict)
-    occurrence_keys: dict[str, str] = field(default_factory=dict)  # key -> event_id
-    proposals: dict[str, ProposalRecord] = field(default_factory=dict)
-    proposal_events: dict[str, str] = field(default_factory=dict)  # event_id -> id
-    runs: dict[str, RunRecord] = field(default_factory=dict)
-    run_keys: dict[str, str] = field(default_factory=dict)  # idempotency key -> run_id
-    journal: dict[int, JournalEntry] = field(default_factory=dict)
-    outbox: dict[int, tuple[OutboxItem, str | None]] = field(default_factory=dict)
-    loop_state: dict[str, LoopState] = field(default_factory=dict)
-    slot_skips: dict[tuple[str, str, str], SkipRecord] = field(default_factory=dict)
-    observations: dict[str, ObservationRecord] = field(default_factory=dict)  # by loop
-    findings: dict[str, FindingRecord] = field(default_factory=dict)
-    finding_keys: dict[str, str] = field(default_factory=dict)  # semantic key -> id
-    notifications: dict[int, NotificationRecord] = field(default_factory=dict)
-    seqs: dict[str, int] = field(default_factory=dict)  # the last seq of each table
+    events: Map[str, EventRecord] = EMPTY
+    unplanned: Map[str, None] = EMPTY  # the events not yet planned
+    last_events: Map[str | None, str] = EMPTY  # loop -> its newest event (admitted_at, id)
+    decisions: Map[str, DecisionRecord] = EMPTY
+    deliveries: Map[str, DeliveryRecord] = EMPTY  # by event_id
+    occurrences: Map[str, OccurrenceRecord] = EMPTY
+    occurrence_keys: Map[str, str] = EMPTY  # key -> event_id
+    occurrence_states: Grouped = EMPTY
+    occurrence_created: Timeline = Timeline()  # by loop and created_at
+    occurrence_updated: Timeline = Timeline()  # by loop and updated_at
+    proposals: Map[str, ProposalRecord] = EMPTY
+    proposal_events: Map[str, str] = EMPTY  # event_id -> proposal_id
+    proposal_order: Map[str, int] = EMPTY
+    proposal_states: Grouped = EMPTY
+    runs: Map[str, RunRecord] = EMPTY
+    run_keys: Map[str, str] = EMPTY  # idempotency key -> run_id
+    run_order: Map[str, int] = EMPTY
+    run_states: Grouped = EMPTY
+    last_runs: Map[str | None, str] = EMPTY  # loop -> its newest run (created_at, id)
+    journal: Map[int, JournalEntry] = EMPTY  # by seq: 1, 2, ... len(journal)
+    journal_of: Map[tuple[str, str], Map[int, None]] = EMPTY  # (entity, id) -> seqs
+    outbox: Map[int, tuple[OutboxItem, str | None]] = EMPTY  # seq -> (item, published at)
+    unpublished: Map[int, None] = EMPTY
+    loop_state: Map[str, LoopState] = EMPTY
+    slot_skips: Map[tuple[str, str, str], SkipRecord] = EMPTY
+    skip_order: Map[tuple[str, str, str], int] = EMPTY
+    observations: Map[str, ObservationRecord] = EMPTY  # by loop
+    findings: Map[str, FindingRecord] = EMPTY
+    finding_keys: Map[str, str] = EMPTY  # semantic key -> id
+    notifications: Map[int, NotificationRecord] = EMPTY  # by seq, as the journal
+    undelivered: Map[int, None] = EMPTY
+    last_notified: Map[str, int] = EMPTY  # dedup key -> the seq of its last notification
+
+    def clone(self) -> Tables:
+        """A version of its own, the same as this one until it is changed."""
+        copied = object.__new__(Tables)
+        copied.__dict__.update(self.__dict__)
+        return copied
 
 
 def as_json(value: Any) -> Any:
-    """A JSON column's value as it reads back from the database."""
-    return None if value is None else json.loads(_ENCODER.encode(value))
+    """A JSON column's value as it reads back from the database: through msgspec when
+    that gives back an equal value (plain JSON data), else through `json`, which also
+    refuses what is not JSON."""
+    if value is None:
+        return None
+    try:
+        copied = _FAST_DECODE(_FAST_ENCODE(value))
+    except _FAST_REFUSED:
+        pass
+    else:
+        if copied == value:
+            return copied
+    return json.loads(_ENCODER.encode(value))
 
 
-def stored(record: Record) -> Record:
-    """The record as a row keeps it: string enums as their plain values, and refused
-    (nothing written) when a NOT NULL column is None."""
-    changes: dict[str, Any] = {}
-    for f in fields(record):  # type: ignore[arg-type]
-        value = getattr(record, f.name)
-        if isinstance(value, str) and type(value) is not str:
-            changes[f.name] = str(value)
-        elif value is None and f.name in NOT_NULL[type(record)]:
-            raise MemoryStoreError(f"NOT NULL constraint failed: {type(record).__name__}.{f.name}")
-    return replace(record, **changes) if changes else record  # type: ignore[type-var]
+class _Layout:
+    """What `stored` needs of a kind of record, worked out once."""
+
+    def __init__(self, kind: type) -> None:
+        names = tuple(f.name for f in fields(kind))
+        self.names = names
+        self.values = attrgetter(*names)
+        self.position = {name: i for i, name in enumerate(names)}
+        self.not_null = itemgetter(*(self.position[n] for n in NOT_NULL[kind]))
+
+
+_LAYOUTS = {kind: _Layout(kind) for kind in NOT_NULL}
+# Which values of a row are string enums (a str of another type), by the types of its
+# values: rows of a kind come with few patterns of types, each worked out once.
+_ENUMS: dict[tuple[type, ...], tuple[int, ...]] = {}
+
+
+def _enums(types: tuple[type, ...]) -> tuple[int, ...]:
+    found = _ENUMS.get(types)
+    if found is None:
+        found = tuple(i for i, t in enumerate(types) if t is not str and issubclass(t, str))
+        if len(_ENUMS) < 4096:  # bounded, whatever the callers send
+            _ENUMS[types] = found
+    return found
+
+
+def stored(record: Record, **changes: Any) -> Record:
+    """The record (with `changes`) as a row keeps it: string enums as their plain
+    values, and refused (nothing written) when a NOT NULL column is None."""
+    kind = type(record)
+    layout = _LAYOUTS[kind]
+    values = list(layout.values(record))
+    for name, value in changes.items():
+        values[layout.position[name]] = value
+    converted = _enums(tuple(map(type, values)))
+    for i in converted:
+        values[i] = str(values[i])
+    if None in layout.not_null(values):
+        missing = next(n for n in NOT_NULL[kind] if values[layout.position[n]] is None)
+        raise MemoryStoreError(f"NOT NULL constraint failed: {kind.__name__}.{missing}")
+    return kind(*values) if changes or converted else record
 
 
 def at_or_after(value: str | None, bound: str) -> bool:
@@ -137,70 +213,72 @@ def take(rows: Iterable[Record], limit: int) -> list[Record]:
     """LIMIT: a negative one is refused, as PostgreSQL refuses it."""
     if limit < 0:
         raise MemoryStoreError("LIMIT must not be negative")
-    return list(rows)[:limit]
+    return list(islice(rows, limit))
 
 
 def writes(method: Callable[P, R]) -> Callable[P, R]:
-    """A writing operation: refused inside a read, as a read-only transaction refuses
-    any INSERT or UPDATE (even one that would change nothing)."""
+    """Marks a writing operation: a read's transaction (`read_only`) refuses it, as a
+    read-only transaction refuses any INSERT or UPDATE (even one that would change
+    nothing)."""
+    method.__memory_writes__ = True  # type: ignore[attr-defined]
+    return method
 
-    @wraps(method)
-    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not cast(Transaction, args[0])._writable:
-            raise MemoryStoreError("attempt to write a readonly database (a read transaction)")
-        return method(*args, **kwargs)
 
-    return guarded
+def _refused(*args: Any, **kwargs: Any) -> Any:
+    raise MemoryStoreError("attempt to write a readonly database (a read transaction)")
+
+
+def read_only(kind: type[R]) -> type[R]:
+    """The class of a read's transaction: `kind` with each operation marked `writes`
+    refused."""
+    refused = {
+        name: _refused
+        for klass in kind.__mro__
+        for name, value in vars(klass).items()
+        if getattr(value, "__memory_writes__", False)
+    }
+    return type(f"ReadOnly{kind.__name__}", (kind,), refused)
+
+
+class _Over:
+    """The tables of a finished transaction: every use is refused."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise MemoryStoreError("the transaction is over")
 
 
 class Transaction:
     """One transaction over one version of `Tables`: a read's is the committed version
-    itself; a write's starts as the committed one and copies each table the first time
-    it changes it."""
+    itself; a write's starts as the committed one, and each step (the transaction, a
+    savepoint) changes a clone of its own the first time it writes."""
 
-    def __init__(self, tables: Tables, writable: bool) -> None:
-        self._t = copy.copy(tables)  # the same tables, until one is changed
-        self._writable = writable
-        self._owned: set[str] = set()  # the tables this step has copied
-        self._open = True
+    def __init__(self, tables: Tables) -> None:
+        self._tables = tables
+        self._owned = False  # whether `_tables` is this step's own clone
 
     # ---- plumbing --------------------------------------------------------------
-    @property
-    def _tables(self) -> Tables:
-        if not self._open:
-            raise MemoryStoreError("the transaction is over")
-        return self._t
-
     def end(self) -> Tables:
         """Close the transaction; its version of the data (to commit, or to drop)."""
-        self._open = False
-        return self._t
-
-    def _own(self, *names: str) -> Tables:
-        """The tables, with `names` this step's own copies, safe to change."""
-        tables = self._tables
-        for name in names:
-            if name not in self._owned:
-                setattr(tables, name, dict(getattr(tables, name)))
-                self._owned.add(name)
+        tables, self._tables = self._tables, _Over()  # type: ignore[assignment]
         return tables
 
-    def _next_seq(self, table: str) -> int:
-        seqs = self._own("seqs").seqs
-        seqs[table] = seqs.get(table, 0) + 1
-        return seqs[table]
+    def _own(self) -> Tables:
+        """The tables, this step's own, safe to change."""
+        if not self._owned:
+            self._tables = self._tables.clone()
+            self._owned = True
+        return self._tables
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """A nested step: its writes roll back alone when it raises."""
-        saved, saved_owned = copy.copy(self._tables), self._owned
-        self._owned = set()  # the saved tables stay as they are: the step copies its own
+        saved, saved_owned = self._tables, self._owned
+        self._tables, self._owned = saved.clone(), True  # the saved version stays as it is
         try:
             yield
         except BaseException:
-            self._t, self._owned = saved, saved_owned
+            self._tables, self._owned = saved, saved_owned
             raise
-        self._owned |= saved_owned
 
     def _event_exists(self, event_id: str, table: str) -> None:
         """The foreign key of decisions, occurrences, proposals and runs."""

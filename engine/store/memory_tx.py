@@ -1,19 +1,18 @@
 """The transaction of the in-memory store (`engine.store.memory`): `MemoryTx`, every
-operation of `engine.store.ports.Tx` over plain dictionaries. The lifecycle
-aggregates are in `memory_lifecycle.py`; here are the journal, the outbox, loops,
-findings, notifications and reports. Each operation does what its named query in
-`sql/queries.sql` does; JSON columns go through the same compact encoding, so what
-reads back is what SQLite and PostgreSQL give back."""
+operation of `engine.store.ports.Tx` over the persistent tables of `memory_tables.py`.
+The lifecycle aggregates are in `memory_lifecycle.py` and `memory_runs.py`; here are
+the journal, the outbox, loops, findings, notifications and reports. Each operation
+does what its named query in `sql/queries.sql` does; JSON columns read back as they
+do from SQLite and PostgreSQL (`memory_tables.as_json`)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 from engine.core.records import (
-    IN_FLIGHT,
     DecisionRecord,
     DeliveryRecord,
     EventRecord,
@@ -27,11 +26,20 @@ from engine.core.records import (
     ProposalRecord,
     SkipRecord,
 )
+from engine.store.memory_index import EMPTY, in_order
 from engine.store.memory_lifecycle import LifecycleTx
-from engine.store.memory_tables import MemoryStoreError, Tables, as_json, stored, take, writes
+from engine.store.memory_tables import (
+    MemoryStoreError,
+    Tables,
+    as_json,
+    read_only,
+    stored,
+    take,
+    writes,
+)
 from engine.store.sqltx import counted
 
-__all__ = ["MemoryStoreError", "MemoryTx", "Tables"]
+__all__ = ["MemoryStoreError", "MemoryTx", "ReadOnlyMemoryTx", "Tables"]
 
 
 class MemoryTx(LifecycleTx):
@@ -59,27 +67,16 @@ class MemoryTx(LifecycleTx):
         return {n: self._tables.loop_state[n] for n in loops if n in self._tables.loop_state}
 
     def loops_in_flight(self, loops: Iterable[str]) -> set[str]:
-        wanted = set(loops)
-        return {
-            r.loop
-            for r in self._tables.runs.values()
-            if r.loop in wanted and r.loop is not None and r.state in IN_FLIGHT
-        }
+        return {loop for loop in set(loops) if loop is not None and self.loop_in_flight(loop)}
 
     def open_proposals_of(self, loops: Iterable[str]) -> list[ProposalRecord]:
-        wanted = set(loops)
-        found = [
-            p for p in self._tables.proposals.values() if p.loop in wanted and p.state == "open"
-        ]
+        found = self._open_proposals(set(loops))
         return sorted(found, key=lambda p: (p.created_at, p.proposal_id))
 
     def occurrences_of_loops(
         self, loops: Iterable[str], states: tuple[str, ...]
     ) -> list[OccurrenceRecord]:
-        wanted = set(loops)
-        found = [
-            o for o in self._tables.occurrences.values() if o.loop in wanted and o.state in states
-        ]
+        found = self._occurrences_in(states, set(loops))
         return sorted(found, key=lambda o: (o.created_at or o.updated_at, o.event_id))
 
     @writes
@@ -119,7 +116,8 @@ class MemoryTx(LifecycleTx):
             if d.event_id in self._tables.deliveries:
                 continue
             self._event_exists(d.event_id, "deliveries")
-            self._own("deliveries").deliveries[d.event_id] = stored(d)
+            t = self._own()
+            t.deliveries = t.deliveries.set(d.event_id, stored(d))
 
     def get_delivery(self, event_id: str) -> DeliveryRecord | None:
         return self._tables.deliveries.get(event_id)
@@ -131,9 +129,11 @@ class MemoryTx(LifecycleTx):
     # ---- journal and outbox --------------------------------------------------------
     @writes
     def append_journal(self, entry: JournalEntry) -> int:
-        row = stored(replace(entry, data=as_json(entry.data), seq=0))
-        seq = self._next_seq("journal")
-        self._own("journal").journal[seq] = replace(row, seq=seq)
+        t = self._own()
+        seq = len(t.journal) + 1
+        t.journal = t.journal.set(seq, stored(entry, data=as_json(entry.data), seq=seq))
+        key = (entry.entity, entry.entity_id)
+        t.journal_of = t.journal_of.set(key, t.journal_of.get(key, EMPTY).set(seq, None))
         return seq
 
     @writes
@@ -144,19 +144,27 @@ class MemoryTx(LifecycleTx):
     def list_journal(
         self, limit: int, after: int = 0, entity: str | None = None, entity_id: str | None = None
     ) -> list[JournalEntry]:
+        journal = self._tables.journal
+        if entity is not None and entity_id is not None:
+            seqs = sorted(s for s in self._tables.journal_of.get((entity, entity_id), EMPTY))
+            return take((journal[s] for s in seqs if s > after), limit)
         found = (
             e
-            for seq, e in self._tables.journal.items()
-            if seq > after
-            and (entity is None or e.entity == entity)
+            for e in map(journal.__getitem__, range(max(after, 0) + 1, len(journal) + 1))
+            if (entity is None or e.entity == entity)
             and (entity_id is None or e.entity_id == entity_id)
         )
-        return take(found, limit)  # a dict keeps the order of its keys: seq order
+        return take(found, limit)
+
+    def _journal(self) -> Iterator[JournalEntry]:
+        """The journal in seq order."""
+        journal = self._tables.journal
+        return map(journal.__getitem__, range(1, len(journal) + 1))
 
     def chained_by(self, event_id: str) -> str | None:
         found = (
             e.entity_id
-            for e in self._tables.journal.values()
+            for e in self._journal()
             if e.entity == "run"
             and e.action == "chained"
             and isinstance(e.data, dict)
@@ -168,22 +176,32 @@ class MemoryTx(LifecycleTx):
     def enqueue_outbox(
         self, event: dict[str, Any], origin_run: str | None, actor: str, at: str
     ) -> None:
-        item = stored(OutboxItem(0, as_json(event), origin_run, actor, at))
-        seq = self._next_seq("outbox")
-        self._own("outbox").outbox[seq] = (replace(item, seq=seq), None)
+        t = self._own()
+        seq = len(t.outbox) + 1
+        t.outbox = t.outbox.set(
+            seq, (stored(OutboxItem(seq, as_json(event), origin_run, actor, at)), None)
+        )
+        t.unpublished = t.unpublished.set(seq, None)
 
     def pending_outbox(self, limit: int) -> list[OutboxItem]:
-        return take((item for item, sent in self._tables.outbox.values() if sent is None), limit)
+        outbox = self._tables.outbox
+        return take((outbox[seq][0] for seq in sorted(self._tables.unpublished)), limit)
 
     @writes
     def mark_published(self, seq: int, at: str) -> bool:
         found = self._tables.outbox.get(seq)
         if found is None or found[1] is not None:
             return False
-        self._own("outbox").outbox[seq] = (found[0], at)
+        t = self._own()
+        t.outbox = t.outbox.set(seq, (found[0], at))
+        t.unpublished = t.unpublished.delete(seq)
         return True
 
     # ---- the scheduler -------------------------------------------------------------
+    def _put_loop(self, row: LoopState) -> None:
+        t = self._own()
+        t.loop_state = t.loop_state.set(row.loop, row)
+
     def get_loop_state(self, loop: str) -> LoopState | None:
         return self._tables.loop_state.get(loop)
 
@@ -198,24 +216,25 @@ class MemoryTx(LifecycleTx):
         else:
             kept = since if enabled and not found.enabled else found.enabled_since
             row = replace(found, enabled=bool(enabled), enabled_since=kept, updated_at=at)
-        self._own("loop_state").loop_state[loop] = stored(row)
+        self._put_loop(stored(row))
 
     @writes
     def advance_cursor(self, loop: str, cursor: str, last_slot: str | None, at: str) -> None:
         found = self._tables.loop_state.get(loop)
         if found is None:
             return
+        changes: dict[str, Any] = {"updated_at": at}
         if found.cursor is None or found.cursor < cursor:
-            found = replace(found, cursor=cursor)
+            changes["cursor"] = cursor
         if last_slot is not None and (found.last_slot is None or found.last_slot < last_slot):
-            found = replace(found, last_slot=last_slot)
-        self._own("loop_state").loop_state[loop] = stored(replace(found, updated_at=at))
+            changes["last_slot"] = last_slot
+        self._put_loop(stored(found, **changes))
 
     def _set_loop(self, loop: str, **changes: Any) -> bool:
         found = self._tables.loop_state.get(loop)
         if found is None:
             return False
-        self._own("loop_state").loop_state[loop] = stored(replace(found, **changes))
+        self._put_loop(stored(found, **changes))
         return True
 
     @writes
@@ -229,14 +248,22 @@ class MemoryTx(LifecycleTx):
         key = (skip.loop, skip.first_slot, skip.reason)
         if key in self._tables.slot_skips:
             return False
-        self._own("slot_skips").slot_skips[key] = stored(skip)
+        t = self._own()
+        t.skip_order = t.skip_order.set(key, len(t.slot_skips))
+        t.slot_skips = t.slot_skips.set(key, stored(skip))
         return True
 
     def list_skips(self, loop: str, since: str) -> list[SkipRecord]:
+        order = self._tables.skip_order
         found = [
             s for s in self._tables.slot_skips.values() if s.loop == loop and s.last_slot >= since
         ]
-        return sorted(found, key=lambda s: s.first_slot)
+        # Equal first slots in SQLite's order: it reads a loop's skips by last slot
+        # through its index and sorts them by first slot, keeping that order.
+        return sorted(
+            found,
+            key=lambda s: (s.first_slot, s.last_slot, order[(s.loop, s.first_slot, s.reason)]),
+        )
 
     def get_observation(self, loop: str) -> ObservationRecord | None:
         return self._tables.observations.get(loop)
@@ -248,7 +275,8 @@ class MemoryTx(LifecycleTx):
     def insert_observation(self, obs: ObservationRecord) -> bool:
         if obs.loop in self._tables.observations:
             return False
-        self._own("observations").observations[obs.loop] = stored(obs)
+        t = self._own()
+        t.observations = t.observations.set(obs.loop, stored(obs))
         return True
 
     @writes
@@ -258,7 +286,8 @@ class MemoryTx(LifecycleTx):
             return False
         if found.fingerprint != expect.fingerprint:  # NULL matches NULL, as the SQL's
             return False
-        self._own("observations").observations[obs.loop] = stored(obs)
+        t = self._own()
+        t.observations = t.observations.set(obs.loop, stored(obs))
         return True
 
     @writes
@@ -290,15 +319,16 @@ class MemoryTx(LifecycleTx):
                 last_occurrence=f.last_occurrence,
                 evidence=as_json(f.evidence),
             )
-            self._own("findings").findings[row.finding_id] = stored(row)
-            return self._tables.findings[row.finding_id], False
+            t = self._own()
+            t.findings = t.findings.set(row.finding_id, stored(row))
+            return t.findings[row.finding_id], False
         if f.finding_id in self._tables.findings:
             raise MemoryStoreError("UNIQUE constraint failed: findings.finding_id")
         confidence = None if f.confidence is None else float(f.confidence)
-        row = stored(replace(f, evidence=as_json(f.evidence), confidence=confidence))
-        tables = self._own("findings", "finding_keys")
-        tables.findings[row.finding_id] = row
-        tables.finding_keys[row.semantic_key] = row.finding_id
+        row = stored(f, evidence=as_json(f.evidence), confidence=confidence)
+        t = self._own()
+        t.findings = t.findings.set(row.finding_id, row)
+        t.finding_keys = t.finding_keys.set(row.semantic_key, row.finding_id)
         return row, True
 
     def get_finding(self, finding_id: str) -> FindingRecord | None:
@@ -340,30 +370,34 @@ class MemoryTx(LifecycleTx):
             decided_at=at,
             promoted_event=found.promoted_event if promoted_event is None else promoted_event,
         )
-        self._own("findings").findings[finding_id] = stored(row)
+        t = self._own()
+        t.findings = t.findings.set(finding_id, stored(row))
         return True
 
     # ---- notifications -------------------------------------------------------------
     def last_notification_state(self, dedup_key: str) -> str | None:
-        for n in reversed(self._tables.notifications.values()):
-            if n.dedup_key == dedup_key:
-                return n.state
-        return None
+        seq = self._tables.last_notified.get(dedup_key)
+        return None if seq is None else self._tables.notifications[seq].state
 
     @writes
     def enqueue_notification(self, n: NotificationRecord) -> int | None:
         if self.last_notification_state(n.dedup_key) == n.state:
             return None
-        row = stored(replace(n, links=as_json(n.links)))
-        seq = self._next_seq("notifications")
-        self._own("notifications").notifications[seq] = replace(row, seq=seq)
+        t = self._own()
+        seq = len(t.notifications) + 1
+        row = stored(n, links=as_json(n.links), seq=seq)
+        t.notifications = t.notifications.set(seq, row)
+        t.last_notified = t.last_notified.set(row.dedup_key, seq)
+        if row.delivered_at is None:
+            t.undelivered = t.undelivered.set(seq, None)
         return seq
 
     def pending_notifications(self, now: str, limit: int) -> list[NotificationRecord]:
+        notifications = self._tables.notifications
         found = (
             n
-            for n in self._tables.notifications.values()
-            if n.delivered_at is None and (n.next_attempt_at is None or n.next_attempt_at <= now)
+            for n in map(notifications.__getitem__, sorted(self._tables.undelivered))
+            if n.next_attempt_at is None or n.next_attempt_at <= now
         )
         return take(found, limit)
 
@@ -376,7 +410,9 @@ class MemoryTx(LifecycleTx):
         found = self._undelivered(seq)
         if found is None:
             return False
-        self._own("notifications").notifications[seq] = replace(found, delivered_at=at)
+        t = self._own()
+        t.notifications = t.notifications.set(seq, replace(found, delivered_at=at))
+        t.undelivered = t.undelivered.delete(seq)
         return True
 
     @writes
@@ -387,16 +423,19 @@ class MemoryTx(LifecycleTx):
         row = replace(
             found, attempts=found.attempts + 1, last_error=error, next_attempt_at=next_attempt_at
         )
-        self._own("notifications").notifications[seq] = stored(row)
+        t = self._own()
+        t.notifications = t.notifications.set(seq, stored(row))
         return True
 
     def list_notifications(self, limit: int) -> list[NotificationRecord]:
-        return take(reversed(self._tables.notifications.values()), limit)
+        notifications = self._tables.notifications
+        return take(map(notifications.__getitem__, range(len(notifications), 0, -1)), limit)
 
     # ---- reports -------------------------------------------------------------------
     def counts(self) -> dict[str, dict[str, int]]:
-        runs = Counter(r.state for r in self._tables.runs.values())
-        proposals = Counter(p.state for p in self._tables.proposals.values())
+        t = self._tables
+        runs = Counter(r.state for r in in_order(t.runs, t.run_order))
+        proposals = Counter(p.state for p in in_order(t.proposals, t.proposal_order))
         return {"runs": dict(runs), "proposals": dict(proposals)}
 
     def metrics_snapshot(self) -> dict[str, list[dict[str, Any]]]:
@@ -443,3 +482,6 @@ def _grouped(
         for key, n in Counter(keys).items()
     ]
     return counted(rows, groups, ("n", *sums))
+
+
+ReadOnlyMemoryTx = read_only(MemoryTx)

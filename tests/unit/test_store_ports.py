@@ -5,11 +5,11 @@ same signatures."""
 from __future__ import annotations
 
 import inspect
-from typing import Any
 
 import pytest
 
 from engine.store import ports
+from engine.store.memory import MemoryStore, MemoryStoreError
 from engine.store.memory_tx import MemoryTx
 from engine.store.sqltx import SqlTx
 
@@ -74,8 +74,16 @@ def test_the_views_compose_into_facts_and_a_read() -> None:
     assert not facts & set().union(*(members(writes) for writes in AGGREGATES))
 
 
-def _is_write_guarded(method: Any) -> bool:
-    return hasattr(method, "__wrapped__")
+def _is_write_guarded(name: str) -> bool:
+    """Whether the memory store's read refuses the method, whatever its arguments."""
+    with MemoryStore().read() as tx:
+        try:
+            getattr(tx, name)()
+        except MemoryStoreError:
+            return True
+        except TypeError:  # a read that wants its arguments
+            return False
+    return False
 
 
 @pytest.mark.parametrize("view", VIEWS, ids=lambda v: v.__name__)
@@ -84,11 +92,11 @@ def test_a_view_only_reads(view: type) -> None:
     method a writing protocol adds is one it refuses there: the split follows what
     writes."""
     for name in members(view):
-        assert not _is_write_guarded(getattr(MemoryTx, name)), name
+        assert not _is_write_guarded(name), name
     for writes, reads in AGGREGATES.items():
         if reads is view:
             for name in members(writes):
-                assert _is_write_guarded(getattr(MemoryTx, name)), name
+                assert _is_write_guarded(name), name
 
 
 @pytest.mark.parametrize("implementation", [SqlTx, MemoryTx], ids=lambda c: c.__name__)
