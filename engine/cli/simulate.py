@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from engine.bootstrap import database_path
 from engine.cli.common import add_json_option, add_rules_options, paths_from
 from engine.cli.render import guarded, output
 from engine.core.durations import DurationError, parse_duration
@@ -138,7 +139,8 @@ def scenario_of(args: argparse.Namespace) -> sim.Scenario:
 def run_simulate(args: argparse.Namespace) -> int:
     scenario = scenario_of(args)
     rules = load_rules(paths_from(args))
-    seed = sim.seed_from(args.db) if args.db else None
+    # a URL with a password is refused as every command refuses it (process listings)
+    seed = sim.seed_from(database_path(args.db)) if args.db else None
     with tempfile.TemporaryDirectory(prefix="engine-simulate-") as scratch:
         done = sim.simulate(rules, scenario, Path(scratch) / "artifacts", seed)
         doc = done.prediction()

@@ -50,7 +50,7 @@ from engine.store.ports import Store, Tx
 OPERATOR = operator_actor("simulate")
 WORKER = "simulate"
 LEASE_SECONDS = 3600.0
-MANY = 1_000_000  # every row: a simulation's store holds only what it made
+MANY = 1_000_000_000  # every row: a simulation's store holds only what it made
 SUCCEED = "succeed"
 FAIL = "fail"
 

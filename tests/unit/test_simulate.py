@@ -239,6 +239,7 @@ def test_the_command_prints_a_line_per_slot_and_a_summary_and_json_for_scripts(
         (["--approve", "sometimes"], "--approve 'sometimes' is not an answer"),
         (["--approve", "after=soon"], "--approve 'after=soon' is not an answer"),
         (["--runs", "outcome="], "--runs 'outcome=' is not an answer"),
+        (["--db", "postgresql://u:secret@127.0.0.1/x"], "--db carries a password"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(
