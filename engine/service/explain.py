@@ -42,6 +42,10 @@ def resolve(tx: TxView, ident: str) -> EventRecord:
     found = tx.get_event(ident)
     if found is not None:
         return found
+    delivered = tx.delivered_as(ident)  # a GitHub delivery's GUID, its event another id
+    found = tx.get_event(delivered) if delivered is not None else None
+    if found is not None:
+        return found
     loop, at, slot = ident.partition("@")
     if at and loop:
         try:

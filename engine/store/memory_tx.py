@@ -122,6 +122,12 @@ class MemoryTx(LifecycleTx):
     def get_delivery(self, event_id: str) -> DeliveryRecord | None:
         return self._tables.deliveries.get(event_id)
 
+    def delivered_as(self, delivery_id: str) -> str | None:
+        """A scan: `engine explain` asks it once, never a pass of the runtime loop."""
+        kept = [d for d in self._tables.deliveries.values() if d.delivery_id == delivery_id]
+        first = min(kept, key=lambda d: (d.received_at, d.event_id), default=None)
+        return None if first is None else first.event_id
+
     def list_deliveries(self, limit: int) -> list[DeliveryRecord]:
         found = sorted(self._tables.deliveries.values(), key=lambda d: (d.received_at, d.event_id))
         return take(found, limit)

@@ -102,6 +102,9 @@ class DeliveriesView(Protocol):
 
     def get_delivery(self, event_id: str) -> DeliveryRecord | None: ...
 
+    def delivered_as(self, delivery_id: str) -> str | None:
+        """The id of the event the delivery with this GUID became, if it was kept."""
+
     def list_deliveries(self, limit: int) -> list[DeliveryRecord]:
         """Oldest first (received_at, then event_id)."""
 

@@ -376,6 +376,10 @@ class SqlTx:
         row = self._one("get_delivery", event_id=event_id)
         return None if row is None else _delivery(row)
 
+    def delivered_as(self, delivery_id: str) -> str | None:
+        row = self._one("delivered_as", delivery_id=delivery_id)
+        return None if row is None else str(row["event_id"])
+
     def list_deliveries(self, limit: int) -> list[DeliveryRecord]:
         return [_delivery(r) for r in self._all("list_deliveries", limit=limit)]
 

@@ -2152,6 +2152,21 @@ def test_a_delivery_is_kept_beside_its_event_as_it_was_received(open_store: Fact
         assert tx.list_deliveries(1) == [first]
 
 
+def test_a_delivery_guid_names_the_event_it_became(open_store: Factory) -> None:
+    """`delivered_as(GUID)`: the event a kept delivery became (whatever the event's own
+    id), the first kept should the GUID come again, and None for a GUID never kept."""
+    store = open_store()
+    guid = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+    with store.write() as tx:
+        tx.insert_events([event("merge-pr:hello:7:abc"), event("e-2")])
+        first = dataclasses.replace(delivery("merge-pr:hello:7:abc", at(1)), delivery_id=guid)
+        again = dataclasses.replace(delivery("e-2", at(2)), delivery_id=guid)
+        tx.insert_deliveries([again, first])
+    with store.read() as tx:
+        assert tx.delivered_as(guid) == "merge-pr:hello:7:abc"
+        assert tx.delivered_as("not-a-guid") is None
+
+
 def test_a_delivery_needs_its_event(open_store: Factory) -> None:
     """A delivery whose event is not stored is refused, as a foreign key is, and
     nothing of it is kept."""

@@ -16,6 +16,7 @@ from conftest import tree_args
 
 from engine.core.envelope import Envelope
 from engine.core.explain import tree
+from engine.core.records import DeliveryRecord
 from engine.core.validation import Validators
 from engine.errors import NotFound
 from engine.loading import Paths, load_rules
@@ -104,6 +105,21 @@ def test_a_proposal_a_run_and_an_occurrence_name_their_event(
         assert service.explain(ident)["event"]["eventId"] == request
     with pytest.raises(NotFound, match="LOOP@TIME"):
         service.explain("nothing-here")
+
+
+def test_a_delivery_guid_explains_the_event_it_became_under_another_id(
+    chained: tuple[Service, str],
+) -> None:
+    """A GitHub delivery's GUID names the event it was admitted as, also when a
+    `webhook github` line gave the event an id of its own."""
+    service, request = chained
+    guid = "c0ffee00-0000-4000-8000-000000000001"
+    with service.rt.store.write() as tx:
+        received = tx.get_event(request)
+        assert received is not None
+        kept = DeliveryRecord(request, guid, "pull_request", "{}", "github.rules:1:1", "x")
+        tx.insert_deliveries([kept])
+    assert service.explain(guid)["event"]["eventId"] == request
 
 
 def test_a_slot_is_explained_by_its_loop_and_time(tmp_path: Path) -> None:

@@ -467,6 +467,11 @@ ON CONFLICT (event_id) DO NOTHING;
 -- name: get_delivery
 SELECT * FROM deliveries WHERE event_id = :event_id;
 
+-- name: delivered_as
+-- The event a delivery GUID became (the first kept, should a GUID have been resent).
+SELECT event_id FROM deliveries WHERE delivery_id = :delivery_id
+ORDER BY received_at, event_id LIMIT 1;
+
 -- name: list_deliveries
 -- Oldest first (received_at, then event_id).
 SELECT * FROM deliveries ORDER BY received_at, event_id LIMIT :limit;
