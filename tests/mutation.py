@@ -59,6 +59,8 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
         None,
     ),
     "engine/core/slots.py": (("tests/unit/test_slots.py",), None),
+    "engine/core/simulation.py": (("tests/unit/test_simulate.py",), None),
+    "engine/core/codec.py": (("tests/unit/test_codec.py",), None),
     "engine/core/cron.py": (("tests/unit/test_cron.py", "tests/unit/test_slots.py"), None),
     "engine/core/decisions.py": (("tests/unit/test_actors.py",), None),
     "engine/core/authority.py": (("tests/unit/test_authority.py",), None),
@@ -99,7 +101,7 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
 }
 
 # The parts of a checkout the unit tests need.
-COPIED = ("engine", "dsl", "tests", "loops", "registry", "config", "pyproject.toml")
+COPIED = ("engine", "dsl", "tests", "docs", "loops", "registry", "config", "pyproject.toml")
 
 _COMPARE_SWAPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Eq: ast.NotEq,

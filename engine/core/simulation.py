@@ -43,11 +43,10 @@ def prediction(records: Records, rules: RuleSet, loops: Iterable[str] = ()) -> d
     runs = _by_event(records.runs)
     rows: list[dict[str, Any]] = []
     for event in records.events:
-        decision = records.decisions.get(event.event_id)
-        loop = event.loop or (decision.loop if decision else None)
-        if wanted and loop not in wanted:
+        if wanted and event.loop not in wanted:
             continue
-        rows.append(_event_row(event, loop, decision, proposals, runs))
+        decision = records.decisions.get(event.event_id)
+        rows.append(_event_row(event, event.loop, decision, proposals, runs))
     for skip in records.skips:
         if wanted and skip.loop not in wanted:
             continue

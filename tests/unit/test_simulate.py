@@ -156,6 +156,33 @@ def test_a_daily_run_budget_is_used_up_and_later_slots_find_it_exhausted(tmp_pat
     assert doc["loops"]["quick"]["noopBy"] == {"budget_exhausted": 5}
 
 
+def test_the_busiest_day_is_the_day_with_the_most_runs(tmp_path: Path) -> None:
+    """Budget use names the day with the most runs, not the latest one."""
+    paths = tree(tmp_path, loop("quick", "every 1h", "approval auto", "enabled"))
+    doc = run(paths, tmp_path, start=h(20), end=h(26))  # 20:00-23:00, then 00:00-02:00
+    budget = doc["loops"]["quick"]["budget"]
+    assert (budget["busiestDay"], budget["busiestDayRuns"]) == ("2026-12-01", 4)
+
+
+def test_an_event_a_run_chained_is_a_row_of_its_own_decided_by_its_route(
+    tmp_path: Path,
+) -> None:
+    """What a run's outcome chains is predicted too: an event row (not a slot) with
+    its decision and the route that made it."""
+    rules = loop("quick", "every 1h", "approval auto", "enabled")
+    rules += "\n\non look@1 outcome OK\n  emit clock.tick.gather { }\n"
+    doc = run(tree(tmp_path, rules), tmp_path, end=h(1))
+    chained = [r for r in doc["rows"] if r["outcome"] == "event"]
+    assert len(chained) == 2 and all(r["source"] == "chain" for r in chained)
+    for row in chained:
+        assert (row["slot"], row["skippedSlots"], row["type"]) == (None, 0, "clock.tick.gather")
+        assert row["decision"]["kind"] == "propose"  # its route's default: watched
+        file, line, _ = row["decision"]["rule"].rsplit(":", 2)
+        assert (
+            Path(file).read_text().splitlines()[int(line) - 1].startswith("route clock.tick.gather")
+        )
+
+
 def test_a_restart_rebuilds_the_scheduler_from_the_store_and_changes_no_decision(
     tmp_path: Path,
 ) -> None:
