@@ -45,7 +45,7 @@ from scheduler_tree import DEFINITIONS_YAML, EVENT_TYPE, EVENT_TYPES_YAML, contr
 from engine.core.decide import Facts, decide  # noqa: E402
 from engine.core.envelope import iso, parse_iso  # noqa: E402
 from engine.core.machines import Lifecycle  # noqa: E402
-from engine.core.records import EventRecord  # noqa: E402
+from engine.core.planner import admitted_record  # noqa: E402
 from engine.core.ruleset import RuleSet  # noqa: E402
 from engine.core.slots import slots_of  # noqa: E402
 from engine.core.ticks import tick  # noqa: E402
@@ -118,18 +118,7 @@ def floor(rules: RuleSet, days: int) -> dict[str, Any]:
     began = time.perf_counter()
     for at in slots:
         envelope = tick(loop, at, 0)
-        event = EventRecord(
-            envelope.eventId,
-            envelope.type,
-            envelope.source,
-            envelope.subject,
-            iso(envelope.occurredAt),
-            envelope.correlationId,
-            envelope.payload,
-            loop.name,
-            iso(at),
-            "schedule",
-        )
+        event = admitted_record(rules, envelope, "schedule", iso(at))
         decide(event, rules, facts, machines, iso(at))
     took = time.perf_counter() - began
     return {"slots": len(slots), "s": took, "us_per_slot": took / len(slots) * 1e6}

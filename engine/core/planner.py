@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.core.decisions import Actor, Decision, DecisionKind, NoopReason, is_human
+from engine.core.envelope import Envelope, iso
+from engine.core.records import EventRecord
 from engine.core.ruleset import Approval, Loop, RuleSet, TriggerKind
 from engine.core.states import EventSource
 from engine.core.triggers import AFTER_SOURCE, EVENT_SOURCE, WATCH_SOURCE
@@ -79,6 +81,27 @@ def loop_of(event: Tick, admitted_by: str, rules: RuleSet) -> Loop | None:
     else:
         allowed = False
     return loop if allowed else None
+
+
+def admitted_record(
+    rules: RuleSet, envelope: Envelope, actor: str, at: str, planned: bool = False
+) -> EventRecord:
+    """The record admission keeps of `envelope`, admitted by `actor` at `at`, with the
+    loop it is a tick of (`loop_of`)."""
+    loop = loop_of(envelope, actor, rules)
+    return EventRecord(
+        event_id=envelope.eventId,
+        type=envelope.type,
+        source=envelope.source,
+        subject=envelope.subject,
+        occurred_at=iso(envelope.occurredAt),
+        correlation_id=envelope.correlationId,
+        payload=envelope.payload,
+        loop=loop.name if loop else None,
+        admitted_at=at,
+        admitted_by=actor,
+        planned=planned,
+    )
 
 
 def plan(event: Tick, admitted_by: str, rules: RuleSet, snapshot: Snapshot) -> Decision:

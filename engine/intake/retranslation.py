@@ -8,12 +8,12 @@ recorded as admission would have recorded it)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dsl.diagnostics import Span
-from engine.core.envelope import Envelope, iso, parse_iso
-from engine.core.planner import loop_of
+from engine.core.envelope import Envelope, parse_iso
+from engine.core.planner import admitted_record
 from engine.core.records import DeliveryRecord, EventRecord
 from engine.core.replay import EMITS, IGNORED, REJECTED, Retranslation
 from engine.core.ruleset import RuleSet
@@ -101,17 +101,7 @@ def _refused(validators: Validators, rules: RuleSet, envelope: Envelope) -> str 
 def _record(rules: RuleSet, envelope: Envelope, recorded: EventRecord) -> EventRecord:
     """The other event as admission would have recorded it, when and by whom the
     recorded one was."""
-    loop = loop_of(envelope, recorded.admitted_by, rules)
-    return EventRecord(
-        event_id=envelope.eventId,
-        type=envelope.type,
-        source=envelope.source,
-        subject=envelope.subject,
-        occurred_at=iso(envelope.occurredAt),
-        correlation_id=envelope.correlationId,
-        payload=_as_stored(envelope.payload),
-        loop=loop.name if loop else None,
-        admitted_at=recorded.admitted_at,
-        admitted_by=recorded.admitted_by,
-        planned=True,
+    admitted = admitted_record(
+        rules, envelope, recorded.admitted_by, recorded.admitted_at, planned=True
     )
+    return replace(admitted, payload=_as_stored(envelope.payload))

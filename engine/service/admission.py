@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from engine.core.decisions import Actor, Entity, JournalAction
-from engine.core.envelope import Envelope, iso
-from engine.core.planner import loop_of
+from engine.core.envelope import Envelope
+from engine.core.planner import admitted_record, loop_of
 from engine.core.records import DeliveryRecord, EventRecord, JournalEntry
 from engine.core.ticks import BRIDGE_SKEW, SLOT_SOURCES, tick_problem
 from engine.errors import Unprocessable
@@ -65,20 +65,7 @@ def check_tick(rt: Runtime, envelope: Envelope, actor: str) -> Envelope:
 def record(
     rt: Runtime, envelope: Envelope, actor: str, at: str, planned: bool = False
 ) -> EventRecord:
-    loop = loop_of(envelope, actor, rt.rules)
-    return EventRecord(
-        event_id=envelope.eventId,
-        type=envelope.type,
-        source=envelope.source,
-        subject=envelope.subject,
-        occurred_at=iso(envelope.occurredAt),
-        correlation_id=envelope.correlationId,
-        payload=envelope.payload,
-        loop=loop.name if loop else None,
-        admitted_at=at,
-        admitted_by=actor,
-        planned=planned,
-    )
+    return admitted_record(rt.rules, envelope, actor, at, planned)
 
 
 def admit_in(rt: Runtime, tx: Tx, envelope: Envelope, actor: str, at: str) -> Admission:

@@ -18,6 +18,7 @@ from engine.core.decisions import Actor, DecisionKind, Entity, JournalAction, No
 from engine.core.envelope import iso, parse_iso
 from engine.core.ids import stable_id
 from engine.core.machines import Lifecycle
+from engine.core.planner import admitted_record
 from engine.core.records import DecisionRecord, EventRecord, JournalEntry, SkipRecord
 from engine.core.replay import Change, Report, SlotChange, Verdict, decided, recorded
 from engine.core.ruleset import RuleSet
@@ -269,19 +270,7 @@ def _pass_facts(tx: TxView, loop: str, recorded_pass: RecordedPass) -> Facts | s
 def _tick_event(rules: RuleSet, name: str, o: Outcome) -> EventRecord:
     """The tick the scheduler would have admitted for the newly fired slot."""
     envelope = tick(rules.loops[name], o.slot, o.skipped)
-    return EventRecord(
-        envelope.eventId,
-        envelope.type,
-        envelope.source,
-        envelope.subject,
-        iso(envelope.occurredAt),
-        envelope.correlationId,
-        envelope.payload,
-        name,
-        iso(o.pass_at),
-        Actor.SCHEDULE.value,
-        planned=True,
-    )
+    return admitted_record(rules, envelope, Actor.SCHEDULE, iso(o.pass_at), planned=True)
 
 
 def _newly_fired(
