@@ -46,7 +46,7 @@ def prediction(records: Records, rules: RuleSet, loops: Iterable[str] = ()) -> d
         if wanted and event.loop not in wanted:
             continue
         decision = records.decisions.get(event.event_id)
-        rows.append(_event_row(event, event.loop, decision, proposals, runs))
+        rows.append(_event_row(event, decision, proposals, runs))
     for skip in records.skips:
         if wanted and skip.loop not in wanted:
             continue
@@ -84,14 +84,13 @@ def _by_event(records: Sequence[Any]) -> dict[str, list[Any]]:
 
 def _event_row(
     event: EventRecord,
-    loop: str | None,
     decision: DecisionRecord | None,
     proposals: Mapping[str, list[ProposalRecord]],
     runs: Mapping[str, list[RunRecord]],
 ) -> dict[str, Any]:
     slot = event.payload.get("slot") if event.loop else None
     row: dict[str, Any] = {
-        "loop": loop,
+        "loop": event.loop,
         "at": slot or event.admitted_at,
         "slot": slot,
         "eventId": event.event_id,
