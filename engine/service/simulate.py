@@ -341,8 +341,9 @@ def seeded(source: Store) -> MemoryDatabase:
     """A memory database holding the durable records of `source` (read in one
     snapshot, through the store's own reads and writes, never written): events and
     their decisions, occurrences, proposals, runs, the journal, each loop's state and
-    skipped slots, findings, and the chained events not published yet. Notifications
-    and a watch's observations stay behind: a simulation sends none and polls none."""
+    skipped slots, findings, and the chained events not published yet. Notifications,
+    a watch's observations and the kept GitHub deliveries stay behind: a simulation
+    sends none, polls none and translates no delivery again."""
     database = MemoryDatabase()
     with source.read() as old, MemoryStore(database).write() as new:
         events = sorted(old.list_events(MANY), key=lambda e: (e.admitted_at, e.event_id))
