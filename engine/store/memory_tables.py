@@ -122,6 +122,7 @@ class Tables:
     last_runs: Map[str | None, str] = EMPTY  # loop -> its newest run (created_at, id)
     journal: Map[int, JournalEntry] = EMPTY  # by seq: 1, 2, ... len(journal)
     journal_of: Map[tuple[str, str], Map[int, None]] = EMPTY  # (entity, id) -> seqs
+    journal_loops: Map[str, Map[int, None]] = EMPTY  # the loop an entry is about -> seqs
     outbox: Map[int, tuple[OutboxItem, str | None]] = EMPTY  # seq -> (item, published at)
     unpublished: Map[int, None] = EMPTY
     loop_state: Map[str, LoopState] = EMPTY

@@ -1,9 +1,9 @@
 """The transaction of the in-memory store (`engine.store.memory`): `MemoryTx`, every
 operation of `engine.store.ports.Tx` over the persistent tables of `memory_tables.py`.
-The lifecycle aggregates are in `memory_lifecycle.py` and `memory_runs.py`; here are
-the journal, the outbox, loops, findings, notifications and reports. Each operation
-does what its named query in `sql/queries.sql` does; JSON columns read back as they
-do from SQLite and PostgreSQL (`memory_tables.as_json`)."""
+The lifecycle aggregates are in `memory_lifecycle.py` and `memory_runs.py`, the pages
+in `memory_pages.py`; here are the journal, the outbox, loops, findings, notifications
+and reports. Each operation does what its named query in `sql/queries.sql` does; JSON
+columns read back as they do from SQLite and PostgreSQL (`memory_tables.as_json`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from engine.core.records import (
     SkipRecord,
 )
 from engine.store.memory_index import EMPTY, in_order
-from engine.store.memory_lifecycle import LifecycleTx
+from engine.store.memory_pages import PagesTx
 from engine.store.memory_tables import (
     MemoryStoreError,
     Tables,
@@ -42,7 +42,7 @@ from engine.store.sqltx import counted
 __all__ = ["MemoryStoreError", "MemoryTx", "ReadOnlyMemoryTx", "Tables"]
 
 
-class MemoryTx(LifecycleTx):
+class MemoryTx(PagesTx):
     """Implements `engine.store.ports.Tx` in memory (see `memory_tables.Transaction`)."""
 
     # ---- batches: each row as its one-row operation would write it -------------------
@@ -140,6 +140,10 @@ class MemoryTx(LifecycleTx):
         t.journal = t.journal.set(seq, stored(entry, data=as_json(entry.data), seq=seq))
         key = (entry.entity, entry.entity_id)
         t.journal_of = t.journal_of.set(key, t.journal_of.get(key, EMPTY).set(seq, None))
+        loop = self.journal_loop(entry)
+        if loop is not None:
+            seqs = t.journal_loops.get(loop, EMPTY)
+            t.journal_loops = t.journal_loops.set(loop, seqs.set(seq, None))
         return seq
 
     @writes

@@ -25,6 +25,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from engine.core.paging import (
+    JournalQuery,
+    Page,
+    RunQuery,
+    journal_cursor,
+    journal_cursor_text,
+    run_cursor,
+    run_cursor_text,
+)
 from engine.core.records import (
     DecisionRecord,
     DeliveryRecord,
@@ -253,6 +262,12 @@ class RunsView(Protocol):
 
     def last_loop_run(self, loop: str) -> RunRecord | None: ...
 
+    def page_runs(self, query: RunQuery, limit: int) -> list[RunRecord]:
+        """At most `limit` runs that hold every filter of `query`, newest first
+        (created_at, then run_id, descending); with `query.before`, only those strictly
+        older than that (created_at, run_id), so pages read one after the other from
+        the last row of each give every run once."""
+
 
 class Runs(RunsView, Protocol):
     """One run per idempotency key; every lease step is a compare-and-set on the lease
@@ -303,6 +318,13 @@ class JournalView(Protocol):
 
     def chained_by(self, event_id: str) -> str | None:
         """The run whose outcome chained the event (its `chained` entry), if any."""
+
+    def page_journal(self, query: JournalQuery, limit: int) -> list[JournalEntry]:
+        """At most `limit` entries that hold every filter of `query`, newest first (seq
+        descending); with `query.before`, only those with a lower seq. An entry is about
+        loop L when it names L itself, or an event, occurrence, proposal, run or finding
+        whose row had loop L when the entry was appended (an occurrence without a loop:
+        its event's)."""
 
 
 class Journal(JournalView, Protocol):
@@ -484,6 +506,10 @@ class Reports(Protocol):
         """(created_at, started_at, finished_at) of the newest `limit` runs, newest
         first."""
 
+    def loop_state_counts(self, loop: str) -> dict[str, dict[str, int]]:
+        """{"occurrence", "proposal", "run"}: each {state: n} of the loop's rows of that
+        kind; a state without any is absent."""
+
 
 # ---- compositions ----------------------------------------------------------------------
 
@@ -563,6 +589,7 @@ __all__ = [
     "FindingsView",
     "Iterator",
     "Journal",
+    "JournalQuery",
     "JournalView",
     "Loops",
     "LoopsView",
@@ -572,12 +599,18 @@ __all__ = [
     "OccurrencesView",
     "Outbox",
     "OutboxView",
+    "Page",
     "Proposals",
     "ProposalsView",
     "Reports",
+    "RunQuery",
     "Runs",
     "RunsView",
     "Store",
     "Tx",
     "TxView",
+    "journal_cursor",
+    "journal_cursor_text",
+    "run_cursor",
+    "run_cursor_text",
 ]

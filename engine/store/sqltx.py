@@ -4,12 +4,14 @@ connection, the transaction boundaries and the parameter style."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any, TypeVar
 
+from engine.core.paging import JournalQuery, RunQuery
 from engine.core.records import (
     DecisionRecord,
     DeliveryRecord,
@@ -94,7 +96,30 @@ def _observation(obs: ObservationRecord) -> dict[str, Any]:
 
 
 def _journal(row: Row) -> JournalEntry:
-    return _record(JournalEntry, row, json=("data",))
+    """An entry from its row; its `loop` column is the store's index, not the entry's."""
+    data = {k: v for k, v in row.items() if k != "loop"}
+    return _record(JournalEntry, data, json=("data",))
+
+
+_PARAM = re.compile(r":([a-z_]+)")
+# The condition of each filter of a page (engine.core.paging), by the query's field:
+# page_runs and page_journal AND the conditions of the filters given.
+RUN_FILTERS = {
+    "loop": "loop = :loop",
+    "state": "state = :state",
+    "actor": "approved_by = :actor",
+    "since": "created_at >= :since",
+    "until": "created_at < :until",
+    "before": "(created_at, run_id) < (:before_at, :before_id)",
+}
+JOURNAL_FILTERS = {
+    "loop": "loop = :loop",
+    "entity": "entity = :entity",
+    "actor": "actor = :actor",
+    "since": "at >= :since",
+    "until": "at < :until",
+    "before": "seq < :before",
+}
 
 
 _OCCURRENCE_JSON = ("evidence", "reserved", "used")
@@ -855,6 +880,59 @@ class SqlTx:
             (r["created_at"], r["started_at"], r["finished_at"])
             for r in self._all("run_timings", limit=limit)
         ]
+
+    # ---- pages (engine.core.paging) ----------------------------------------------------
+    def _page(self, name: str, filters: dict[str, str], query: Any, **params: Any) -> list[Row]:
+        """The named page query with the condition of each filter `query` gives (not
+        None), and the parameters of those conditions only."""
+        used = [f for f in filters if getattr(query, f) is not None]
+        conditions = "".join(f" AND {filters[f]}" for f in used)
+        names = set(_PARAM.findall(conditions)) | {"limit"}
+        sql = self._sql[name].format(where=self._adapt(conditions))
+        self._cur.execute(sql, {k: v for k, v in params.items() if k in names})
+        return [self._row(r) for r in self._cur.fetchall()]
+
+    def page_runs(self, query: RunQuery, limit: int) -> list[RunRecord]:
+        at, run_id = query.before or (None, None)
+        rows = self._page(
+            "page_runs",
+            RUN_FILTERS,
+            query,
+            loop=query.loop,
+            state=query.state,
+            actor=query.actor,
+            since=query.since,
+            until=query.until,
+            before_at=at,
+            before_id=run_id,
+            limit=limit,
+        )
+        return [_run(r) for r in rows]
+
+    def page_journal(self, query: JournalQuery, limit: int) -> list[JournalEntry]:
+        rows = self._page(
+            "page_journal",
+            JOURNAL_FILTERS,
+            query,
+            loop=query.loop,
+            entity=query.entity,
+            actor=query.actor,
+            since=query.since,
+            until=query.until,
+            before=query.before,
+            limit=limit,
+        )
+        return [_journal(r) for r in rows]
+
+    def loop_state_counts(self, loop: str) -> dict[str, dict[str, int]]:
+        return {
+            kind: {str(r["state"]): int(r["n"]) for r in self._all(name, loop=loop)}
+            for kind, name in (
+                ("occurrence", "loop_occurrence_states"),
+                ("proposal", "loop_proposal_states"),
+                ("run", "loop_run_states"),
+            )
+        }
 
     # ---- batches: many rows of a kind in one statement (engine.service.batch) ---------
     def _many(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -134,18 +134,40 @@ UPDATE runs SET state = :state, lease_owner = NULL, lease_expires_at = NULL,
 WHERE run_id = :run_id AND lease_owner = :owner AND lease_expires_at = :lease_expires_at;
 
 -- name: append_journal
+-- The entry's `loop` is the one it is about: the loop itself, or the loop of the row it
+-- names as that row is stored now (each is written before its entries); NULL for none.
 INSERT INTO journal (at, entity, entity_id, action, from_state, to_state, actor,
-                     rules_digest, note, data)
+                     rules_digest, note, data, loop)
 VALUES (:at, :entity, :entity_id, :action, :from_state, :to_state, :actor,
-        :rules_digest, :note, :data)
+        :rules_digest, :note, :data,
+        CASE CAST(:entity AS TEXT)
+            WHEN 'loop' THEN CAST(:entity_id AS TEXT)
+            WHEN 'event' THEN (SELECT loop FROM events WHERE event_id = :entity_id)
+            WHEN 'occurrence' THEN COALESCE(
+                (SELECT loop FROM occurrences WHERE event_id = :entity_id),
+                (SELECT loop FROM events WHERE event_id = :entity_id))
+            WHEN 'proposal' THEN (SELECT loop FROM proposals WHERE proposal_id = :entity_id)
+            WHEN 'run' THEN (SELECT loop FROM runs WHERE run_id = :entity_id)
+            WHEN 'finding' THEN (SELECT loop FROM findings WHERE finding_id = :entity_id)
+        END)
 RETURNING seq;
 
 -- name: insert_journal
 -- append_journal for many entries at once (executemany: no seq is returned).
 INSERT INTO journal (at, entity, entity_id, action, from_state, to_state, actor,
-                     rules_digest, note, data)
+                     rules_digest, note, data, loop)
 VALUES (:at, :entity, :entity_id, :action, :from_state, :to_state, :actor,
-        :rules_digest, :note, :data);
+        :rules_digest, :note, :data,
+        CASE CAST(:entity AS TEXT)
+            WHEN 'loop' THEN CAST(:entity_id AS TEXT)
+            WHEN 'event' THEN (SELECT loop FROM events WHERE event_id = :entity_id)
+            WHEN 'occurrence' THEN COALESCE(
+                (SELECT loop FROM occurrences WHERE event_id = :entity_id),
+                (SELECT loop FROM events WHERE event_id = :entity_id))
+            WHEN 'proposal' THEN (SELECT loop FROM proposals WHERE proposal_id = :entity_id)
+            WHEN 'run' THEN (SELECT loop FROM runs WHERE run_id = :entity_id)
+            WHEN 'finding' THEN (SELECT loop FROM findings WHERE finding_id = :entity_id)
+        END);
 
 -- name: list_journal
 SELECT * FROM journal
@@ -475,3 +497,25 @@ ORDER BY received_at, event_id LIMIT 1;
 -- name: list_deliveries
 -- Oldest first (received_at, then event_id).
 SELECT * FROM deliveries ORDER BY received_at, event_id LIMIT :limit;
+
+-- ---- pages: filtered, newest first, from a cursor (schema version 9) ---------------------
+-- {where} is filled by SqlTx with "AND <condition>" for each filter given, from a fixed
+-- list of conditions (never a caller's text), so each page reads the index of its most
+-- selective filter in the page's order.
+
+-- name: page_runs
+SELECT * FROM runs WHERE 1 = 1 {where}
+ORDER BY created_at DESC, run_id DESC LIMIT :limit;
+
+-- name: page_journal
+SELECT * FROM journal WHERE 1 = 1 {where}
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: loop_occurrence_states
+SELECT state, COUNT(*) AS n FROM occurrences WHERE loop = :loop GROUP BY state;
+
+-- name: loop_proposal_states
+SELECT state, COUNT(*) AS n FROM proposals WHERE loop = :loop GROUP BY state;
+
+-- name: loop_run_states
+SELECT state, COUNT(*) AS n FROM runs WHERE loop = :loop GROUP BY state;
