@@ -9,6 +9,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engine.core.envelope import Envelope
+from engine.core.paging import (
+    JournalQuery,
+    Page,
+    RunQuery,
+    journal_cursor_text,
+    page_limit,
+    run_cursor_text,
+)
 from engine.core.records import (
     EventRecord,
     FindingRecord,
@@ -290,3 +298,30 @@ class Service:
             "proposals": counts["proposals"],
             "unplannedEvents": unplanned,
         }
+
+    def runs_page(self, query: RunQuery, limit: int = 50) -> Page[RunRecord]:
+        """A page of runs, newest first; `next` asks for the
+        older ones (engine.store.ports.run_cursor reads it back), None at the end."""
+        with self.rt.store.read() as tx:
+            found = tx.page_runs(query, page_limit(limit) + 1)
+        items = found[:limit]
+        more = len(found) > limit
+        last = items[-1] if items else None
+        cursor = run_cursor_text(last.created_at, last.run_id) if more and last else None
+        return Page(items, cursor)
+
+    def journal_page(self, query: JournalQuery, limit: int = 100) -> Page[JournalEntry]:
+        """A page of the journal, newest first; `next` asks for the older entries
+        (engine.store.ports.journal_cursor reads it back), None at the end."""
+        with self.rt.store.read() as tx:
+            found = tx.page_journal(query, page_limit(limit) + 1)
+        items = found[:limit]
+        last = items[-1].seq if len(found) > limit and items else None
+        return Page(items, None if last is None else journal_cursor_text(last))
+
+    def lifecycle_counts(self, loop: str) -> dict[str, dict[str, int]]:
+        """The loop's occurrences, proposals and runs by state ({"occurrence": {state:
+        n}, "proposal": ..., "run": ...}; a state without any is absent): the live
+        counts of its lifecycle diagrams."""
+        with self.rt.store.read() as tx:
+            return tx.loop_state_counts(loop)
