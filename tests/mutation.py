@@ -78,14 +78,15 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "engine/core/triggers.py": (("tests/unit/test_triggers_that_wait.py",), None),
     "engine/intake/github.py": (("tests/unit/test_github_translate.py",), None),
     "engine/core/policy.py": (("tests/unit/test_policy.py",), None),
+    "engine/core/argv.py": (
+        ("tests/unit/test_command_adapter.py", "tests/unit/test_argv_preview.py"),
+        None,
+    ),
+    "engine/core/statements.py": (("tests/unit/test_argv_preview.py",), None),
     "engine/adapters/command.py": (
         ("tests/unit/test_command_adapter.py",),
         (
             "builtins_for",
-            "param_value",
-            "_values",
-            "build_argv",
-            "workspace_path",
             "build_env",
             "parse_result",
             "tail",

@@ -1,15 +1,15 @@
 """The `command` adapter: a closed argv template run without a shell.
 
-Each argv element is one string; `{name}` placeholders in it are filled by the builtins
-({python}, {run_id}, {run_dir}, {event_id}) or by declared params read from the event
-payload. A value fills its own element only (never split, never a shell), and must fit
-its param type, so a payload can never add an argument or an option; a value that does
-not fit refuses the run before anything executes. The child sees an allowlisted
-environment and runs in the run's artifact directory, in a session and process group of
-its own that is killed whole on a timeout (SIGTERM, then SIGKILL after a grace period),
-on a cancel or a lost lease (SIGKILL), when the command exits (whatever it left running),
-and, on Linux, when the worker dies (the supervisor below). Its result is the last
-non-empty stdout line, parsed as a JSON object (`factory.command-result/v1`)."""
+The template is filled by engine.core.argv: `{name}` placeholders are filled by the
+builtins ({python}, {run_id}, {run_dir}, {event_id}) or by declared params read from
+the event payload, each value in its own element and fitting its param type, so a
+payload can never add an argument or an option; a value that does not fit refuses the
+run before anything executes. The child sees an allowlisted environment and runs in
+the run's artifact directory, in a session and process group of its own that is killed
+whole on a timeout (SIGTERM, then SIGKILL after a grace period), on a cancel or a lost
+lease (SIGKILL), when the command exits (whatever it left running), and, on Linux, when
+the worker dies (the supervisor below). Its result is the last non-empty stdout line,
+parsed as a JSON object (`factory.command-result/v1`)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.adapters import workspaces
-from engine.core.registry import PLACEHOLDER, Definition, Param, Probe, lookup, param_problem
-from engine.errors import Unprocessable
+from engine.core.argv import ArgumentRefused, build_argv, workspace_path
+from engine.core.registry import Definition
 from engine.service.runs import Execution
 
 if TYPE_CHECKING:
@@ -47,11 +47,7 @@ KILL_GRACE_SECONDS = 2.0
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
 
 
-class ArgumentRefused(Unprocessable):
-    """A payload value is missing or does not fit its param type: nothing runs."""
-
-
-# ---- the argv template (pure) ------------------------------------------------------
+# ---- the argv template (pure: engine.core.argv) --------------------------------------
 
 
 def builtins_for(job: Job) -> dict[str, str]:
@@ -61,45 +57,6 @@ def builtins_for(job: Job) -> dict[str, str]:
         "run_dir": str(job.run_dir),
         "event_id": job.event.event_id,
     }
-
-
-def param_value(name: str, param: Param, payload: Mapping[str, Any]) -> str:
-    """The text of one param, checked against its type's pattern (ArgumentRefused)."""
-    problem = param_problem(name, param, payload)
-    if problem is not None:
-        raise ArgumentRefused(problem)
-    return str(lookup(payload, param.source))
-
-
-# A closed argv template: a command definition's, or a watch's probe's.
-Template = Definition | Probe
-
-
-def _values(
-    definition: Template, builtins: Mapping[str, str], payload: Mapping[str, Any]
-) -> dict[str, str]:
-    values = dict(builtins)
-    for name, param in definition.params.items():
-        values[name] = param_value(name, param, payload)
-    return values
-
-
-def build_argv(
-    definition: Template, builtins: Mapping[str, str], payload: Mapping[str, Any]
-) -> list[str]:
-    """Fill the template element by element; raises ArgumentRefused."""
-    values = _values(definition, builtins, payload)
-    return [PLACEHOLDER.sub(lambda m: values[m.group(1)], item) for item in definition.argv]
-
-
-def workspace_path(
-    definition: Definition, builtins: Mapping[str, str], payload: Mapping[str, Any]
-) -> Path | None:
-    """The definition's workspace, its template filled like argv; raises ArgumentRefused."""
-    if definition.workspace is None:
-        return None
-    values = _values(definition, builtins, payload)
-    return Path(PLACEHOLDER.sub(lambda m: values[m.group(1)], definition.workspace.path))
 
 
 def allowed_env(names: tuple[str, ...], environ: Mapping[str, str]) -> dict[str, str]:

@@ -26,14 +26,13 @@ from typing import IO, Any
 
 from engine.adapters.command import (
     KILL_GRACE_SECONDS,
-    ArgumentRefused,
     allowed_env,
-    build_argv,
     describe_exit,
     kill_group,
     spawn_argv,
     tail,
 )
+from engine.core.argv import ArgumentRefused, build_argv
 from engine.core.probes import STDOUT_MAX, ProbeRun
 from engine.core.registry import Probe
 

@@ -36,6 +36,7 @@ from engine.service import (
     planning,
     proposals,
     retries,
+    review,
     runs,
     schedules,
     watches,
@@ -253,6 +254,12 @@ class Service:
         if found is None:
             raise NotFound(f"no proposal '{proposal_id}'")
         return found
+
+    def review(self, proposal_id: str, last_runs: int = 5) -> dict[str, Any]:
+        """Everything a person needs to decide the proposal (docs/runtime.md, "Reviewing a
+        proposal"): its event and payload, the deciding rule's lines, the argv that
+        will run, the loop's last runs, shadow evidence and the causal chain."""
+        return review.review(self.rt, proposal_id, last_runs)
 
     def proposals(
         self, limit: int = 50, state: str | None = ProposalState.OPEN

@@ -11,16 +11,14 @@ import pytest
 
 from engine.adapters import Adapters, AgentAdapter, FakeAdapter, Job
 from engine.adapters.command import (
-    ArgumentRefused,
-    build_argv,
     build_env,
     builtins_for,
     describe_exit,
     judge,
     parse_result,
-    workspace_path,
 )
 from engine.adapters.fake import answer
+from engine.core.argv import ArgumentRefused, build_argv, workspace_path
 from engine.core.records import EventRecord, RunRecord
 from engine.core.registry import Definition, FakeScript
 
