@@ -21,6 +21,7 @@ from engine.api.routes import ROUTES
 from engine.api.settings import Settings
 from engine.errors import Unavailable
 from engine.service import Service
+from engine.web import pages
 from engine.worker import run_worker
 
 log = logging.getLogger("engine.api")
@@ -36,6 +37,7 @@ def make_app(service: Service, settings: Settings) -> web.Application:
     app.cleanup_ctx.extend([_store, _intake, _runtime_loop, _worker])
     for table in ROUTES:
         app.add_routes(table)
+    pages.setup(app)  # the operator's web pages at / (docs/web.md)
     return app
 
 

@@ -7,6 +7,7 @@ of events no loop emitted). Mermaid and dot are text; svg needs Graphviz's `dot`
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -98,10 +99,12 @@ def resolve_target(machines: Machines, name: str) -> Target:
     raise UnknownMachine("diagram target", name, [t.name for t in every])
 
 
-def render(target: Target, fmt: DiagramFormat) -> str:
+def render(target: Target, fmt: DiagramFormat, counts: Mapping[str, int] | None = None) -> str:
     """The diagram source (mermaid, dot) or the SVG document; terminal states are
-    marked (mermaid `--> [*]`, a double border in dot). Raises DiagramUnavailable for
-    svg when Graphviz's `dot` is not installed."""
+    marked (mermaid `--> [*]`, a double border in dot). `counts` (dot and svg): how many
+    records are in each state now, written under the state's name and shaded (the web
+    loop page's live diagrams). Raises DiagramUnavailable for svg when Graphviz's `dot`
+    is not installed."""
     if fmt is DiagramFormat.MERMAID:
         return _mermaid(target)
     if fmt is DiagramFormat.SVG and shutil.which("dot") is None:
@@ -109,7 +112,7 @@ def render(target: Target, fmt: DiagramFormat) -> str:
             "svg needs Graphviz's `dot` program, which is not on PATH; install Graphviz "
             "(e.g. apt-get install graphviz) or use --format dot or mermaid"
         )
-    graph = _graphviz(target)
+    graph = _graphviz(target, counts or {})
     if fmt is DiagramFormat.DOT:
         source: str = graph.source
         return source
@@ -125,10 +128,18 @@ def _mermaid(target: Target) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _graphviz(target: Target) -> Any:
+def _graphviz(target: Target, counts: Mapping[str, int]) -> Any:
     graph = target.machine.graph("graphviz", target.title)
     if not hasattr(graph, "node"):  # transitions fell back to mermaid
         raise DiagramUnavailable("dot and svg need the `graphviz` Python package")
     for state in target.machine.spec.terminal:
         graph.node(state, peripheries="2")
+    for state in target.machine.spec.states:
+        if state in counts:  # a later statement of a node adds to (and overrides) it
+            graph.node(
+                state,
+                label=f"{state}\\n{counts[state]}",
+                style="filled",
+                fillcolor="#dbeafe" if counts[state] else "#ffffff",
+            )
     return graph

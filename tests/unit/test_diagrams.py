@@ -107,6 +107,17 @@ def test_dot_source_is_a_digraph_with_terminals_marked(machines: Machines) -> No
     assert 'label="expire_lease [attempts_remain]"' in source
 
 
+def test_live_counts_are_written_under_each_state(machines: Machines) -> None:
+    """With counts (the web loop page), each counted state shows its number and is
+    shaded when it holds some; without them the source is what `engine diagram` draws."""
+    target = resolve_target(machines, "run")
+    source = render(target, DiagramFormat.DOT, {"queued": 3, "failed": 0})
+    assert 'queued [label="queued\\n3" fillcolor="#dbeafe" style=filled]' in source
+    assert 'failed [label="failed\\n0" fillcolor="#ffffff" style=filled]' in source
+    assert 'running [label="running\\n' not in source  # not counted: not relabelled
+    assert "\\n" not in render(target, DiagramFormat.DOT)
+
+
 @pytest.mark.skipif(not HAS_DOT, reason="Graphviz `dot` is not installed")
 def test_svg_is_rendered_with_dot(machines: Machines) -> None:
     """With Graphviz installed, svg output is an SVG document naming the states."""

@@ -1,0 +1,12 @@
+// Progressive: the pages work without this file. It adds a "select all" box to the
+// inbox and asks before a bulk rejection.
+"use strict";
+document.addEventListener("DOMContentLoaded", () => {
+  const all = document.getElementById("select-all");
+  const boxes = () => document.querySelectorAll('input[type=checkbox][name=id][form=several]');
+  if (all && boxes().length) {
+    all.hidden = false;
+    document.getElementById("select-all-label").hidden = false;
+    all.addEventListener("change", () => boxes().forEach((b) => { b.checked = all.checked; }));
+  }
+});
