@@ -421,3 +421,39 @@ def test_every_page_reads_on_a_phone_without_horizontal_scrolling(
             assert no_horizontal_scroll(page), path
     finally:
         context.close()
+
+
+def test_a_finding_is_promoted_by_a_person(web_serve: Serve, page: Page) -> None:
+    """A candidate finding shows on the findings page; dismissing it needs a reason,
+    and promoting it records operator:alice."""
+    token = web_serve.token("alice")
+    assert web_serve.request("POST", "/schedules/spot-check/trigger", token=token)[0] == 202
+    found = web_serve.wait_for("/findings", lambda a: bool(a["findings"]), token)["findings"][0]
+    sign_in(page, web_serve, to="/ui/findings")
+    card = page.locator(f"#f-{found['findingId']}")
+    assert "spotted" in card.inner_text()
+    answer = page.context.request.post(
+        f"{web_serve.url}/ui/findings/{found['findingId']}/dismiss",
+        form={"csrf": card.locator("input[name=csrf]").first.get_attribute("value") or ""},
+    )
+    assert answer.ok and "takes a reason" in answer.text()
+    card.locator("input[name=note]").first.fill("worth fixing")
+    card.locator("button:has-text('Promote')").click()
+    assert f"Promoted {found['findingId']}" in page.inner_text(".flash")
+    _, after = web_serve.request("GET", f"/findings/{found['findingId']}", token=token)
+    assert after["finding"]["status"] == "promoted"
+    assert after["finding"]["decidedBy"] == "operator:alice"
+
+
+def test_bad_filters_are_a_page_with_the_reason(web_serve: Serve, page: Page) -> None:
+    """A filter or cursor the pages cannot read is a 400 page that names it."""
+    sign_in(page, web_serve)
+    for path, says in (
+        ("/ui/runs?state=sideways", "'state' must be one of"),
+        ("/ui/runs?before=not-a-cursor!", "not a cursor"),
+        ("/ui/journal?since=yesterday-ish", "is not a time"),
+        ("/ui/proposals/prop-nope", "no proposal"),
+    ):
+        answer = page.goto(web_serve.url + path)
+        assert answer is not None and answer.status in (400, 404), path
+        assert says in page.inner_text("[role=alert]"), path

@@ -491,3 +491,22 @@ def test_non_human_approval_of_human_only_proposal_changes_nothing(tmp_path: Pat
         assert service.runs() == [] and service.journal(limit=1000) == journal
     finally:
         service.rt.store.close()
+
+
+def test_a_proposals_review_says_what_will_run_and_why(api_serve: Any) -> None:
+    """GET /proposals/{id}/review (an operator's) gives the payload, the deciding rule's
+    lines and the definition that will run; a bad lastRuns is a 400, an unknown id 404,
+    no token 401."""
+    doc = envelope(repo="gamma")
+    assert api_serve.request("POST", "/inject", doc)[0] == 202
+    proposal_id = proposal_for(api_serve, doc["eventId"])["proposalId"]
+    path = f"/proposals/{proposal_id}/review"
+    status, answer = api_serve.request("GET", path + "?lastRuns=2", token=api_serve.token("bob"))
+    assert status == 200, answer
+    assert answer["event"]["payload"] == {"repo": "gamma"}
+    assert answer["definition"]["ref"] == "work@1" and answer["definition"]["mutating"] is True
+    assert any("route api.work.requested" in line["text"] for line in answer["rule"]["lines"])
+    assert answer["explain"]["event"]["eventId"] == doc["eventId"]
+    assert api_serve.request("GET", path + "?lastRuns=101", token="alice-token")[0] == 400
+    assert api_serve.request("GET", "/proposals/prop-nope/review", token="alice-token")[0] == 404
+    assert api_serve.request("GET", path)[0] == 401

@@ -42,6 +42,15 @@ async def show_proposal(request: web.Request) -> web.Response:
     return reply({"proposal": wire.record(found)})
 
 
+@routes.get("/proposals/{id}/review")
+async def review_proposal(request: web.Request) -> web.Response:
+    """What a person needs to decide the proposal (docs/runtime.md#reviewing-a-proposal):
+    the inbox's data, as JSON."""
+    operator(request)
+    runs = query.integer(request.query, "lastRuns", 5, 0, 100)
+    return reply(await call_read(service(request).review, request.match_info["id"], runs))
+
+
 async def _json_body(request: web.Request) -> object:
     return parse_json(await read_body(request, settings(request).body_limit), empty={})
 
