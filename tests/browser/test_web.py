@@ -395,7 +395,7 @@ def test_the_journal_filters_by_actor_and_pages_older_entries(web_serve: Serve, 
 
 
 def test_every_page_reads_on_a_phone_without_horizontal_scrolling(
-    web_serve: Serve, browser: Browser
+    web_serve: Serve, browser: Browser, tmp_path: Path
 ) -> None:
     """At 390 px wide no page scrolls sideways."""
     propose(web_serve, name="phone")
@@ -419,6 +419,8 @@ def test_every_page_reads_on_a_phone_without_horizontal_scrolling(
         for path in paths:
             page.goto(web_serve.url + path)
             assert no_horizontal_scroll(page), path
+            if path.startswith("/ui/proposals/"):
+                screenshot(page, tmp_path, "web-phone-proposal")
     finally:
         context.close()
 
