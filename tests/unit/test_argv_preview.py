@@ -147,3 +147,14 @@ def test_a_location_is_read_with_colons_in_the_file_name() -> None:
     assert location("loops/a.rules") is None
     assert location("a.rules:x:1") is None
     assert location("a.rules:0:1") is None
+
+
+def test_brackets_in_strings_and_comments_carry_nothing() -> None:
+    """A bracket inside a string (an escaped quote kept inside it) or a comment does
+    not carry the statement onto the next, dedented line."""
+    for line in (
+        '  emit a.b { note: "a { in a string" }',
+        '  emit a.b { note: "a \\" and a { in it" }',
+        "  emit a.b  # a { in a comment",
+    ):
+        assert numbers(1, f"loop l\n{line}\nroute c.d to x@1\n") == [1, 2]
