@@ -17,8 +17,10 @@ from engine.errors import BadRequest
 
 T = TypeVar("T")
 
-# The longest cursor text read (a run cursor holds an instant and a run id, both short).
-MAX_CURSOR = 1024
+# The longest cursor text read. A run cursor holds an instant and a run id (tens of
+# characters each); this bound holds two fields of 128 characters of any kind (UTF-8,
+# at most 4 bytes each, then base64).
+MAX_CURSOR = 2048
 _SEQ = re.compile(r"[1-9][0-9]{0,18}")
 _MAX_SEQ = 2**63 - 1  # a BIGINT
 
@@ -62,7 +64,7 @@ class Page(Generic[T]):
 
 def run_cursor_text(created_at: str, run_id: str) -> str:
     """The cursor of the runs older than (created_at, run_id)."""
-    raw = json.dumps([created_at, run_id], separators=(",", ":")).encode()
+    raw = json.dumps([created_at, run_id], separators=(",", ":"), ensure_ascii=False).encode()
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 

@@ -255,11 +255,17 @@ class Service:
             raise NotFound(f"no proposal '{proposal_id}'")
         return found
 
-    def review(self, proposal_id: str, last_runs: int = 5) -> dict[str, Any]:
+    def review(
+        self, proposal_id: str, last_runs: int = 5, with_shadow: bool = True
+    ) -> dict[str, Any]:
         """Everything a person needs to decide the proposal (docs/runtime.md, "Reviewing a
         proposal"): its event and payload, the deciding rule's lines, the argv that
         will run, the loop's last runs, shadow evidence and the causal chain."""
-        return review.review(self.rt, proposal_id, last_runs)
+        return review.review(self.rt, proposal_id, last_runs, with_shadow)
+
+    def shadow_evidence(self, loop: str | None) -> dict[str, Any] | None:
+        """A review's `shadow`: the loop's shadow report when it has shadow history."""
+        return review.shadow(self.rt, loop)
 
     def proposals(
         self, limit: int = 50, state: str | None = ProposalState.OPEN

@@ -13,21 +13,27 @@ from typing import Any
 from dsl.diagnostics import Collector
 from engine import files
 from engine.core.argv import preview
+from engine.core.paging import RunQuery
 from engine.core.records import DecisionRecord, EventRecord, ProposalRecord, RunRecord, document
 from engine.core.statements import location, statement
 from engine.errors import BadRequest, NotFound
 from engine.service import explain, findings
 from engine.service.context import Runtime
+from engine.store.ports import TxView
 
-# The most runs `last_runs` may ask for, and how many of the newest runs are read to
-# find them (the store lists runs newest first, across loops).
+# The most runs `last_runs` may ask for, and, for a proposal of no loop, how many of
+# the newest runs are read to find its definition's loopless ones.
 MAX_LAST_RUNS = 100
 RUNS_SCANNED = 1000
 
 
-def review(rt: Runtime, proposal_id: str, last_runs: int = 5) -> dict[str, Any]:
+def review(
+    rt: Runtime, proposal_id: str, last_runs: int = 5, with_shadow: bool = True
+) -> dict[str, Any]:
     """The review of proposal `proposal_id` (NotFound when there is none); `last_runs`
-    of the loop's newest runs, 0 to MAX_LAST_RUNS (BadRequest otherwise)."""
+    of the loop's newest runs, 0 to MAX_LAST_RUNS (BadRequest otherwise). Without
+    `with_shadow`, `shadow` is left None for the caller, who reads it once per loop
+    (`shadow`): the web inbox reviews many proposals of few loops."""
     if not 0 <= last_runs <= MAX_LAST_RUNS:
         raise BadRequest(f"last runs must be 0 to {MAX_LAST_RUNS}, not {last_runs}")
     with rt.store.read() as tx:
@@ -36,7 +42,7 @@ def review(rt: Runtime, proposal_id: str, last_runs: int = 5) -> dict[str, Any]:
             raise NotFound(f"no proposal '{proposal_id}'")
         event = tx.get_event(proposal.event_id)
         decision = tx.get_decision(proposal.event_id)
-        scanned = tx.list_runs(RUNS_SCANNED) if last_runs else []
+        recent = _last_runs(tx, proposal, last_runs)
     if event is None:  # pragma: no cover - a proposal is made from an admitted event
         raise NotFound(f"no event '{proposal.event_id}' of proposal '{proposal_id}'")
     return {
@@ -44,8 +50,8 @@ def review(rt: Runtime, proposal_id: str, last_runs: int = 5) -> dict[str, Any]:
         "event": document(event),
         "rule": rule(rt, decision),
         "definition": definition(rt, proposal.definition, event),
-        "lastRuns": [_run(r) for r in _of_loop(scanned, proposal)[:last_runs]],
-        "shadow": shadow(rt, proposal.loop),
+        "lastRuns": [_run(r) for r in recent],
+        "shadow": shadow(rt, proposal.loop) if with_shadow else None,
         "explain": explain.explain(rt, event.event_id),
     }
 
@@ -97,12 +103,16 @@ def definition(rt: Runtime, ref: str, event: EventRecord) -> dict[str, Any] | No
     }
 
 
-def _of_loop(runs: list[RunRecord], proposal: ProposalRecord) -> list[RunRecord]:
-    """The runs of the proposal's loop, newest first; for a proposal of no loop (a
-    webhook, a chain, an injection), the loopless runs of its definition."""
+def _last_runs(tx: TxView, proposal: ProposalRecord, most: int) -> list[RunRecord]:
+    """The newest `most` runs of the proposal's loop, newest first; for a proposal of no
+    loop (a webhook, a chain, an injection), the loopless runs of its definition among
+    the RUNS_SCANNED newest runs."""
+    if most == 0:
+        return []
     if proposal.loop is not None:
-        return [r for r in runs if r.loop == proposal.loop]
-    return [r for r in runs if r.loop is None and r.definition == proposal.definition]
+        return tx.page_runs(RunQuery(loop=proposal.loop), most)
+    scanned = tx.list_runs(RUNS_SCANNED)
+    return [r for r in scanned if r.loop is None and r.definition == proposal.definition][:most]
 
 
 def _run(run: RunRecord) -> dict[str, Any]:

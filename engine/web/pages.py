@@ -228,15 +228,24 @@ async def signout(request: web.Request) -> web.StreamResponse:
 # ---- the inbox and proposals --------------------------------------------------------------
 
 
-def reviewed(engine: Service, proposal_id: str) -> dict[str, Any]:
-    """`Service.review` with the causal chain as `engine explain` prints it."""
-    found = engine.review(proposal_id)
+def reviewed(
+    engine: Service, proposal_id: str, shadows: dict[str | None, Any] | None = None
+) -> dict[str, Any]:
+    """`Service.review` with the causal chain as `engine explain` prints it. Given
+    `shadows`, a loop's shadow evidence is read once and kept there for the next."""
+    found = engine.review(proposal_id, with_shadow=shadows is None)
+    if shadows is not None:
+        loop = found["proposal"]["loop"]
+        if loop not in shadows:
+            shadows[loop] = engine.shadow_evidence(loop)
+        found["shadow"] = shadows[loop]
     return {**found, "chain": explain_tree(found["explain"]) if found.get("explain") else []}
 
 
 def _reviews(engine: Service, loop: str | None, event_type: str | None) -> dict[str, Any]:
     opened = engine.proposals(INBOX_LIMIT, ProposalState.OPEN.value)
-    reviews = [reviewed(engine, p.proposal_id) for p in opened]
+    shadows: dict[str | None, Any] = {}
+    reviews = [reviewed(engine, p.proposal_id, shadows) for p in opened]
     loops = sorted({r["proposal"]["loop"] for r in reviews if r["proposal"]["loop"]})
     types = sorted({r["event"]["type"] for r in reviews})
     shown = [

@@ -23,7 +23,7 @@ from engine.errors import BadRequest
 URL_SAFE = re.compile(r"[A-Za-z0-9_-]+")
 
 
-@given(st.text(max_size=50), st.text(max_size=50))
+@given(st.text(max_size=128), st.text(max_size=128))
 def test_a_run_cursor_reads_back_as_its_position(created_at: str, run_id: str) -> None:
     """Any (created_at, run_id) makes a URL-safe cursor that reads back as itself."""
     text = run_cursor_text(created_at, run_id)
