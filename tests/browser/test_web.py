@@ -8,10 +8,12 @@ ones the docs and the README show."""
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import os
 import re
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -459,3 +461,33 @@ def test_bad_filters_are_a_page_with_the_reason(web_serve: Serve, page: Page) ->
         answer = page.goto(web_serve.url + path)
         assert answer is not None and answer.status in (400, 404), path
         assert says in page.inner_text("[role=alert]"), path
+
+
+def test_the_session_cookie_is_secure_behind_tls(web_serve: Serve) -> None:
+    """Behind a TLS proxy (X-Forwarded-Proto: https) the cookies are also `Secure`;
+    over plain loopback HTTP they are not (a browser would drop them)."""
+    host = urllib.parse.urlsplit(web_serve.url).netloc
+
+    def cookies(headers: dict[str, str], form: str | None = None, cookie: str = "") -> list[str]:
+        conn = http.client.HTTPConnection(host, timeout=10)
+        sent = {**headers, **({"Cookie": cookie} if cookie else {})}
+        if form is None:
+            conn.request("GET", "/ui/signin", headers=sent)
+        else:
+            sent["Content-Type"] = "application/x-www-form-urlencoded"
+            conn.request("POST", "/ui/signin", body=form, headers=sent)
+        answer = conn.getresponse()
+        found = answer.headers.get_all("Set-Cookie") or []
+        conn.close()
+        return found
+
+    plain = cookies({})
+    assert plain and all("Secure" not in c for c in plain)
+    behind = cookies({"X-Forwarded-Proto": "https"})
+    signin = next(c for c in behind if c.startswith("engine_signin="))
+    assert "Secure" in signin and "HttpOnly" in signin and "SameSite=Strict" in signin
+    csrf = signin.split(";", 1)[0].split("=", 1)[1]
+    form = urllib.parse.urlencode({"csrf": csrf, "token": web_serve.token("alice"), "next": "/"})
+    opened = cookies({"X-Forwarded-Proto": "https"}, form, f"engine_signin={csrf}")
+    session = next(c for c in opened if c.startswith("engine_session="))
+    assert "Secure" in session and "HttpOnly" in session and "SameSite=Strict" in session
