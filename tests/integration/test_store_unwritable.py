@@ -66,6 +66,11 @@ def test_a_store_that_stops_taking_writes_answers_503_and_status_says_so(
         app = make_app(service, Settings(worker=False, pump_seconds=0.1))
         async with TestClient(TestServer(app, host="127.0.0.1")) as client:
             await admit_until(client, lambda status, _: status == 202)
+            # Once what was admitted is planned, the runtime loop writes nothing more:
+            # no write of its (that fits in the pages left) can make the store writable
+            # again between the refused admission and the /status read.
+            while (await (await client.get("/status")).json())["unplannedEvents"]:
+                await asyncio.sleep(0.05)
             undo = refuse_writes(database, service.rt.store)
             _, refused = await admit_until(
                 client, lambda s, a: s == 503 and a["details"]["reason"] == expected
