@@ -183,7 +183,7 @@ async def signin(request: web.Request) -> web.StreamResponse:
     if not (
         expected
         and isinstance(given, str)
-        and hmac.compare_digest(given.encode(), expected.encode())
+        and hmac.compare_digest(given.encode(errors="surrogatepass"), expected.encode())
     ):
         raise Forbidden(
             "the sign-in form expired or was not sent from this site; reload it",
@@ -191,7 +191,8 @@ async def signin(request: web.Request) -> web.StreamResponse:
         )
     token = data.get("token")
     name = settings(request).operators.identify(token) if isinstance(token, str) else None
-    target = _safe_next(data.get("next") if isinstance(data.get("next"), str) else None)  # type: ignore[arg-type]
+    wanted = data.get("next")
+    target = _safe_next(wanted if isinstance(wanted, str) else None)
     if name is None:
         await asyncio.sleep(0.25)  # a wrong token costs the guesser a moment
         fresh = secrets.token_urlsafe(24)

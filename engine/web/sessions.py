@@ -29,7 +29,9 @@ class Session:
     flash: list[str] = field(default_factory=list)
 
     def csrf_matches(self, given: str | None) -> bool:
-        return given is not None and hmac.compare_digest(given.encode(), self.csrf.encode())
+        return given is not None and hmac.compare_digest(
+            given.encode("utf-8", "surrogatepass"), self.csrf.encode()
+        )
 
 
 def _key(session_id: str) -> bytes:

@@ -57,6 +57,7 @@ def test_each_session_has_its_own_csrf_token_compared_exactly() -> None:
     assert not one.csrf_matches(two.csrf)
     assert not one.csrf_matches(None)
     assert not one.csrf_matches(one.csrf[:-1])
+    assert not one.csrf_matches("\udcff" + one.csrf)  # undecodable bytes: no match, no error
 
 
 def test_after_sign_in_only_a_path_of_this_site_is_followed() -> None:
