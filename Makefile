@@ -22,9 +22,10 @@ check: $(BIN)/.installed
 	$(BIN)/engine check
 
 # pytest exits 5 when it collected no tests: that is a failure here, never a pass.
-# Two workers (pytest-xdist): most acceptance tests wait on subprocesses, so the two
-# cores overlap them (docs/testing.md). PYTEST_ARGS replaces this default.
-PYTEST_ARGS ?= -n 2
+# Three workers (pytest-xdist) on two cores: most acceptance tests wait on
+# subprocesses, so a third worker fills the time they wait (docs/testing.md).
+# PYTEST_ARGS replaces this default.
+PYTEST_ARGS ?= -n 3
 test: $(BIN)/.installed
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: no tests were collected" >&2; exit 1; fi; exit $$rc
