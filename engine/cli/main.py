@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from dsl.diagnostics import RulesError
+from engine.api.wire import version
 from engine.cli.exits import OK, USAGE
 from engine.errors import EngineError
 
@@ -58,6 +59,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="engine",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"engine {version()}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,10 @@ def test_serve_refuses_invalid_rules(tmp_path: Path) -> None:
     )
     assert result.returncode == 1 and "E0203" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_engine_version_prints_the_installed_version(run_engine: Any) -> None:
+    """`engine --version` prints `engine <version>` (the installed package's) and exits 0."""
+    done = run_engine("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"engine {metadata.version('engine')}"

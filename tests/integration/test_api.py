@@ -510,3 +510,10 @@ def test_a_proposals_review_says_what_will_run_and_why(api_serve: Any) -> None:
     assert api_serve.request("GET", path + "?lastRuns=101", token="alice-token")[0] == 400
     assert api_serve.request("GET", "/proposals/prop-nope/review", token="alice-token")[0] == 404
     assert api_serve.request("GET", path)[0] == 401
+
+
+def test_healthz_answers_anyone_with_the_version(api_serve: Any) -> None:
+    """GET /healthz is 200 with the version for anyone: no token is asked for."""
+    status, answer = api_serve.request("GET", "/healthz")
+    assert status == 200 and answer == {"ok": True, "version": answer["version"]}
+    assert answer["version"] == api_serve.request("GET", "/status")[1]["version"]

@@ -78,6 +78,14 @@ async def metrics_text(request: web.Request) -> web.Response:
     return web.Response(body=prometheus(figures), headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
 
+@routes.get("/healthz")
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness for supervisors and load balancers: open to anyone, touches neither the
+    database nor the rules; 200 while the process answers HTTP (docs/api.md#get-healthz).
+    `/status` stays the doctor."""
+    return reply({"ok": True, "version": wire.version()})
+
+
 @routes.get("/status")
 async def status(request: web.Request) -> web.Response:
     """Open to anyone: counts, the rules digest, the version and the doctor's findings
