@@ -23,7 +23,7 @@ from conftest import EVENT_SECRET, OPERATOR_TOKENS, ROOT, Serve, launch_serve
 
 pytest.importorskip("playwright")  # the test extra installs it; CI fails without it
 
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Locator, Page, sync_playwright
 
 WEB_TREE = ROOT / "tests" / "data" / "web"
 CHROMIUM = os.environ.get("ENGINE_CHROMIUM", "/usr/bin/chromium")
@@ -72,7 +72,7 @@ def sign_in(page: Page, serve: Serve, name: str = "alice", to: str = "/") -> Non
     """Sign in through the form, as an operator would."""
     page.goto(serve.url + to)
     page.fill("#token", serve.token(name))
-    page.click("button:has-text('Sign in')")
+    follow(page, page.locator("button:has-text('Sign in')"))
     page.wait_for_selector("text=Sign out")
 
 
@@ -95,6 +95,13 @@ def propose(serve: Serve, event_type: str = "web.greet.requested", **payload: An
         token,
     )
     return str(next(p["proposalId"] for p in found["proposals"] if p["eventId"] == event_id))
+
+
+def follow(page: Page, target: Locator) -> None:
+    """Click what loads another page, and wait until that page has loaded (never read
+    the page being left)."""
+    with page.expect_navigation():
+        target.click()
 
 
 def screenshot(page: Page, tmp_path: Path, name: str) -> Path:
@@ -137,7 +144,7 @@ def test_a_request_without_a_session_is_sent_to_the_sign_in_page(
         assert page.url.startswith(web_serve.url + "/ui/signin?next=")
         assert page.locator("#token").get_attribute("type") == "password"
     page.fill("#token", web_serve.token("alice"))
-    page.click("button:has-text('Sign in')")
+    follow(page, page.locator("button:has-text('Sign in')"))
     page.wait_for_url(web_serve.url + "/ui/findings")
     assert page.locator(".who").inner_text() == "operator:alice"
 
@@ -164,7 +171,7 @@ def test_the_session_cookie_is_httponly_and_same_site_strict(
     session = cookies["engine_session"]
     assert session["httpOnly"] is True and session["sameSite"] == "Strict"
     assert page.evaluate("document.cookie") == ""
-    page.click("button:has-text('Sign out')")
+    follow(page, page.locator("button:has-text('Sign out')"))
     page.wait_for_url("**/ui/signin")
     page.goto(web_serve.url + "/ui/runs")
     assert "/ui/signin" in page.url
@@ -223,12 +230,12 @@ def test_approving_a_watched_proposal_runs_it_as_the_operator(
     card = page.locator(f"#p-{proposal_id}")
     assert "--name=ada" in card.locator(".argv").inner_text()
     assert "mutating" in card.inner_text()
-    card.locator("a:has-text('Open')").click()
+    follow(page, card.locator("a:has-text('Open')"))
     assert "web.rules:2:" in page.inner_text("pre.rule") or "web.rules" in page.inner_text("body")
     assert "route web.greet.requested" in page.inner_text("pre.rule")
     screenshot(page, tmp_path, "web-proposal")
     page.fill("#approve-note", "looks right")
-    page.click("form[action$='/approve'] button")
+    follow(page, page.locator("form[action$='/approve'] button"))
     flash = page.inner_text(".flash")
     assert f"Approved {proposal_id}" in flash
     run_id = flash.split("run ")[1].split(" ")[0]
@@ -252,7 +259,7 @@ def test_rejecting_a_proposal_needs_a_reason_and_records_the_operator(
     proposal_id = propose(web_serve, name="grace")
     sign_in(page, web_serve, "bob", f"/ui/proposals/{proposal_id}")
     page.fill("#reject-note", "not today")
-    page.click("form[action$='/reject'] button")
+    follow(page, page.locator("form[action$='/reject'] button"))
     assert f"Rejected {proposal_id}" in page.inner_text(".flash")
     found = proposal_of(web_serve, proposal_id)
     assert found["state"] == "rejected" and found["decidedBy"] == "operator:bob"
@@ -271,7 +278,7 @@ def test_several_proposals_are_approved_at_once(
         page.check(f"input[name=id][value='{proposal_id}']")
     page.fill(".bulk input[name=note]", "batch")
     screenshot(page, tmp_path, "web-inbox")
-    page.click("button:has-text('Approve selected')")
+    follow(page, page.locator("button:has-text('Approve selected')"))
     assert "Approved 3" in page.inner_text(".flash")
     for proposal_id in ids:
         found = proposal_of(web_serve, proposal_id)
@@ -297,10 +304,10 @@ def test_a_human_only_proposal_is_approved_one_at_a_time_after_a_confirm_step(
     assert answer.status == 200 and "human-only" in answer.text()
     assert proposal_of(web_serve, proposal_id)["state"] == "open"
     page.goto(f"{web_serve.url}/ui/proposals/{proposal_id}")
-    page.click("form[action$='/approve'] button")
+    follow(page, page.locator("form[action$='/approve'] button"))
     assert "Approve a human-only proposal?" in page.inner_text("h1")
     assert proposal_of(web_serve, proposal_id)["state"] == "open"
-    page.click("button:has-text('Yes, approve')")
+    follow(page, page.locator("button:has-text('Yes, approve')"))
     assert f"Approved {proposal_id}" in page.inner_text(".flash")
     found = proposal_of(web_serve, proposal_id)
     assert found["state"] == "approved" and found["decidedBy"] == "operator:alice"
@@ -328,17 +335,17 @@ def test_pausing_and_resuming_a_loop_from_the_schedules(
     assert "every 1h" in loop.inner_text() and "watched" in loop.inner_text()
     screenshot(page, tmp_path, "web-schedules")
     loop.locator("input[name=note]").fill("maintenance window")
-    loop.locator("button:has-text('Pause')").click()
+    follow(page, loop.locator("button:has-text('Pause')"))
     assert "Paused hourly" in page.inner_text(".flash")
     _, answer = web_serve.request("GET", "/schedules/hourly", token=web_serve.token("bob"))
     assert answer["schedule"]["paused"] is True
     assert answer["schedule"]["pausedBy"] == "operator:alice"
     assert answer["schedule"]["pauseNote"] == "maintenance window"
-    page.locator("#loop-hourly button:has-text('Resume')").click()
+    follow(page, page.locator("#loop-hourly button:has-text('Resume')"))
     assert "Resumed hourly" in page.inner_text(".flash")
     _, answer = web_serve.request("GET", "/schedules/hourly", token=web_serve.token("bob"))
     assert answer["schedule"]["paused"] is False
-    page.locator("#loop-hourly button:has-text('Trigger now')").click()
+    follow(page, page.locator("#loop-hourly button:has-text('Trigger now')"))
     assert "Triggered hourly: event manual:hourly:" in page.inner_text(".flash")
 
 
@@ -390,7 +397,7 @@ def test_the_journal_filters_by_actor_and_pages_older_entries(web_serve: Serve, 
         older = page.locator("a[rel=next]")
         if older.count() == 0:
             break
-        older.click()
+        follow(page, older)
     numbers = [int(s.lstrip("#")) for s in seen]
     assert numbers == sorted(set(numbers), reverse=True)
     assert len(numbers) > 10  # several pages
@@ -442,7 +449,7 @@ def test_a_finding_is_promoted_by_a_person(web_serve: Serve, page: Page) -> None
     )
     assert answer.ok and "takes a reason" in answer.text()
     card.locator("input[name=note]").first.fill("worth fixing")
-    card.locator("button:has-text('Promote')").click()
+    follow(page, card.locator("button:has-text('Promote')"))
     assert f"Promoted {found['findingId']}" in page.inner_text(".flash")
     _, after = web_serve.request("GET", f"/findings/{found['findingId']}", token=token)
     assert after["finding"]["status"] == "promoted"
