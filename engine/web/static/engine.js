@@ -1,5 +1,5 @@
-// Progressive: the pages work without this file. It adds a "select all" box to the
-// inbox and asks before a bulk rejection.
+// Progressive: the pages work without this file. It only adds a "select all" box to
+// the inbox.
 "use strict";
 document.addEventListener("DOMContentLoaded", () => {
   const all = document.getElementById("select-all");
