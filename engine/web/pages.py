@@ -158,21 +158,29 @@ def _cookie(response: web.StreamResponse, request: web.Request, name: str, value
     )
 
 
-@routes.get("/ui/signin")
-@html
-async def signin_form(request: web.Request) -> web.StreamResponse:
+def _signin_page(
+    request: web.Request, target: str, error: str | None = None, status: int = 200
+) -> web.Response:
+    """The sign-in form with a fresh CSRF token of its own, set as its cookie too."""
     token = secrets.token_urlsafe(24)
     answer = show(
         request,
         "signin.html",
+        status=status,
         title="Sign in",
         csrf=token,
-        next=_safe_next(request.query.get("next")),
+        next=target,
         closed=not settings(request).operators,
-        error=None,
+        error=error,
     )
     _cookie(answer, request, SIGNIN_COOKIE, token)
     return answer
+
+
+@routes.get("/ui/signin")
+@html
+async def signin_form(request: web.Request) -> web.StreamResponse:
+    return _signin_page(request, _safe_next(request.query.get("next")))
 
 
 @routes.post("/ui/signin")
@@ -195,19 +203,7 @@ async def signin(request: web.Request) -> web.StreamResponse:
     target = _safe_next(wanted if isinstance(wanted, str) else None)
     if name is None:
         await asyncio.sleep(0.25)  # a wrong token costs the guesser a moment
-        fresh = secrets.token_urlsafe(24)
-        answer = show(
-            request,
-            "signin.html",
-            status=401,
-            title="Sign in",
-            csrf=fresh,
-            next=target,
-            closed=not settings(request).operators,
-            error="That token is not an operator's token.",
-        )
-        _cookie(answer, request, SIGNIN_COOKIE, fresh)
-        return answer
+        return _signin_page(request, target, "That token is not an operator's token.", 401)
     session_id, _ = request.app[SESSIONS].open(name)
     answer = web.HTTPSeeOther(target)
     _cookie(answer, request, COOKIE, session_id)
