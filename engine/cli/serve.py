@@ -21,9 +21,10 @@ from engine.errors import EngineError
 log = logging.getLogger("engine.serve")
 
 DESCRIPTION = f"""\
-Run the runtime: the HTTP API (docs/api.md), a loop that publishes chained events and
-plans every admitted event (woken at once by an admission), and an embedded worker
-that executes approved runs (--no-worker to run workers elsewhere: `engine worker`).
+Run the runtime: the HTTP API (docs/api.md), the operator's web pages at / (sign in
+with an operator token; docs/web.md), a loop that publishes chained events and plans
+every admitted event (woken at once by an admission), and an embedded worker that
+executes approved runs (--no-worker to run workers elsewhere: `engine worker`).
 
 Secrets come from the environment only:
   {EVENT_SECRET_ENV}    HMAC secret of signed POST /events (unset: refuses all)
