@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from engine.adapters.probe import ProbeRunner
@@ -19,6 +20,9 @@ from engine.service import Runtime, Service
 from engine.service.context import NOW_ENV, Clock, clock_from_env
 from engine.store.limits import Limits
 from engine.store.ports import Store
+
+if TYPE_CHECKING:
+    from engine.store.postgres import PostgresStore
 
 DEFAULT_DB = Path("var/engine.db")
 URL_ENV = "ENGINE_DATABASE_URL"
@@ -59,6 +63,22 @@ def database_exists(db: str) -> bool:
     return db == ":memory:" or is_database_url(db) or os.path.lexists(db)
 
 
+def _postgres() -> type[PostgresStore]:
+    """The PostgreSQL store, imported only when a URL asks for it: its driver (psycopg)
+    is the `postgres` extra, which a SQLite installation does not have
+    (docs/deploy.md#installing)."""
+    try:
+        from engine.store.postgres import PostgresStore
+    except ImportError as err:
+        if (err.name or "").split(".")[0] != "psycopg":
+            raise
+        raise ConfigError(
+            "a PostgreSQL database URL needs the PostgreSQL driver, which is not installed: "
+            "pip install 'engine[postgres]'"
+        ) from None
+    return PostgresStore
+
+
 def open_store(db: str, limits: Limits | None = None, probe: bool = True) -> Store:
     """PostgreSQL for a URL, else the SQLite file at `db` (created when missing),
     migrated and, with `probe`, written once: ConfigError (exit 2) for a database the
@@ -69,9 +89,7 @@ def open_store(db: str, limits: Limits | None = None, probe: bool = True) -> Sto
     from the environment (`engine.store.limits`) unless given."""
     limits = limits or Limits.from_env(os.environ)
     if is_database_url(db):
-        from engine.store.postgres import PostgresStore  # psycopg only when it is used
-
-        return PostgresStore(db, limits, probe)
+        return _postgres()(db, limits, probe)
     from engine.store.sqlite import SqliteStore
 
     return SqliteStore(db, limits, probe)
@@ -85,9 +103,7 @@ def read_only_copy(db: str) -> Iterator[Store]:
     PostgreSQL database is only read, and one this engine would have to migrate is
     refused (ConfigError). ConfigError when there is no such file."""
     if is_database_url(db):
-        from engine.store.postgres import PostgresStore  # psycopg only when it is used
-
-        server = PostgresStore(db, only_read=True)
+        server = _postgres()(db, only_read=True)
         try:
             yield server
         finally:
