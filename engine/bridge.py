@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import plistlib
 import shlex
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,6 +58,17 @@ def tick_payload(payload: dict[str, Any], loop: str, slot: datetime, every: int)
         "cadenceSeconds": every,
         "skippedSlots": 0,
     }
+
+
+def retry_delays(retries: int, first: float, cap: float, draw: Callable[[], float]) -> list[float]:
+    """The waits before each of `retries` retries of a post that found no runtime:
+    `first` doubling, capped at `cap`, each jittered into its upper half by `draw()`
+    (a number in [0, 1)), so timers that fired together do not retry together."""
+    waits = []
+    for attempt in range(retries):
+        full = min(cap, first * 2 ** min(attempt, 64))
+        waits.append(full / 2 + full / 2 * draw())
+    return waits
 
 
 # ---- calendars: a cadence's slots as the host's timer states them ---------------------
