@@ -1,4 +1,4 @@
-"""The host-clock bridge (docs/deploy.md#the-host-clock-bridge), pure: a validated
+"""The host-clock bridge (docs/deploy.md#2-the-host-clock-bridge), pure: a validated
 host clock becomes the argv of its `engine emit`, a launchd plist or a systemd
 service and timer pair; a bridge loop's post gets the slot identity
 `bridge:<loop>:<slot>`. Nothing here installs, loads or edits a timer: installing is
