@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from conftest import EVENT_SECRET, ROOT, Serve, free_port, tree_args
 
@@ -213,3 +215,50 @@ def test_a_loop_tick_takes_no_event_id(shipped_serve: Serve) -> None:
     )
     assert done.returncode == 2 and "--event-id" in done.stderr
     assert event(shipped_serve, event_id)[0] == 404
+
+
+class Answers(http.server.BaseHTTPRequestHandler):
+    """A loopback runtime that answers POST /events from a script of statuses, keeping
+    the event id of each post it got."""
+
+    script: ClassVar[list[int]] = []
+    posted: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.posted.append(body["eventId"])
+        status = self.script.pop(0)
+        answer = {"eventId": body["eventId"], "duplicate": False}
+        if status == 503:
+            answer = {"error": "unavailable", "message": "database busy"}
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:  # keep the test output quiet
+        pass
+
+
+def test_a_503_is_retried_with_the_same_event_id() -> None:
+    """A runtime answering 503 (its database busy) gets the same envelope again after
+    one log line per retry, and the third answer, 200, is final."""
+    Answers.script, Answers.posted = [503, 503, 200], []
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        event_id = fresh()
+        bound = ("--retries", "3", "--retry-max-seconds", "0.05")
+        done = emit(url, "clock.tick.reaper", "--event-id", event_id, *bound)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (done.returncode, done.stdout) == (0, f"{event_id}: admitted\n"), done.stderr
+    assert Answers.posted == [event_id] * 3
+    retries = done.stderr.splitlines()
+    assert [ln.split(" in ")[0] for ln in retries] == [
+        f"engine emit: the runtime answered 503 (database busy); retry {n} of 3" for n in (1, 2)
+    ]
