@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from engine.adapters.probe import ProbeRunner
 from engine.core.validation import Validators
 from engine.errors import BadRequest, ConfigError
+from engine.home import DATABASE_FILE, instance_home, named_home, var_dir
 from engine.loading import Paths, load_rules
 from engine.service import Runtime, Service
 from engine.service.context import NOW_ENV, Clock, clock_from_env
@@ -24,12 +25,13 @@ from engine.store.ports import Store
 if TYPE_CHECKING:
     from engine.store.postgres import PostgresStore
 
-DEFAULT_DB = Path("var/engine.db")
 URL_ENV = "ENGINE_DATABASE_URL"
 
 
 def database_path(cli_value: str | None) -> str:
-    """`--db`, else ENGINE_DATABASE_URL, else ENGINE_DB, else var/engine.db. A
+    """`--db`, else ENGINE_DATABASE_URL, else ENGINE_DB, else var/engine.db of the
+    instance directory (ENGINE_HOME, docs/deploy.md#the-instance-directory; ConfigError
+    when it is not a readable directory), else ./var/engine.db. A
     PostgreSQL URL given on the command line must not carry a password (every process
     listing shows it): BadRequest; put it in ENGINE_DATABASE_URL, PGPASSWORD or
     ~/.pgpass instead."""
@@ -38,7 +40,8 @@ def database_path(cli_value: str | None) -> str:
             "--db carries a password, which every process listing shows; "
             f"set {URL_ENV} (or PGPASSWORD, or ~/.pgpass) instead"
         )
-    return cli_value or os.environ.get(URL_ENV) or os.environ.get("ENGINE_DB") or str(DEFAULT_DB)
+    found = cli_value or os.environ.get(URL_ENV) or os.environ.get("ENGINE_DB")
+    return found or str(var_dir(instance_home()) / DATABASE_FILE)
 
 
 def _has_password(url: str) -> bool:
@@ -124,10 +127,10 @@ def read_only_copy(db: str) -> Iterator[Store]:
 
 
 def artifacts_dir(db: str) -> Path:
-    """Run artifacts: beside a SQLite file; under var/ for a server database (each host
-    keeps its own)."""
+    """Run artifacts: beside a SQLite file; under var/ for a server database (the
+    instance directory's when there is one; each host keeps its own)."""
     if db == ":memory:" or is_database_url(db):
-        return Path("var/artifacts").resolve()
+        return (var_dir(named_home()) / "artifacts").resolve()
     return Path(db).resolve().parent / "artifacts"
 
 

@@ -33,6 +33,7 @@ from engine.core.registry import Definition, EventType, Probe
 from engine.core.ruleset import RuleSet
 from engine.files import display as display
 from engine.files import json_too_deep, not_a_file, read_nested, read_text, yaml_too_deep
+from engine.home import LAYOUT, named_home
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -58,17 +59,23 @@ PATH_ENV = {"rules": "ENGINE_RULES", "registry": "ENGINE_REGISTRY", "config": "E
 
 
 def default_paths() -> Paths:
-    """ENGINE_RULES / ENGINE_REGISTRY / ENGINE_CONFIG when set; else `./loops`,
+    """Each directory from ENGINE_RULES / ENGINE_REGISTRY / ENGINE_CONFIG when set;
+    else from the instance directory ENGINE_HOME (`<home>/loops`, `<home>/registry`,
+    `<home>/config`, docs/deploy.md#the-instance-directory); else `./loops`,
     `./registry`, `./config` when present in the working directory; else the bundled
-    ones. (A command the engine runs, such as `engine reap`, gets the variables.)"""
+    ones. (A command the engine runs, such as `engine reap`, gets the variables.) The
+    home is not checked here: `engine.home.instance_home` does, where it is used."""
     here = Path.cwd()
-    base = here if (here / "loops").is_dir() and (here / "registry").is_dir() else project_root()
-    found = {key: os.environ.get(var) for key, var in PATH_ENV.items()}
-    return Paths(
-        Path(found["rules"]) if found["rules"] else base / "loops",
-        Path(found["registry"]) if found["registry"] else base / "registry",
-        Path(found["config"]) if found["config"] else base / "config",
-    )
+    home = named_home()
+    if home is not None:
+        base = home
+    elif (here / "loops").is_dir() and (here / "registry").is_dir():
+        base = here
+    else:
+        base = project_root()
+    found = {key: os.environ.get(var) or "" for key, var in PATH_ENV.items()}
+    where = {key: Path(found[key]) if found[key] else base / LAYOUT[key] for key in PATH_ENV}
+    return Paths(where["rules"], where["registry"], where["config"])
 
 
 def path_environment(paths: Paths) -> dict[str, str]:

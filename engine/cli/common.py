@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.home import HOME_ENV, instance_home
 from engine.loading import PATH_ENV, Paths, default_paths
 
 DB_METAVAR = "PATH|URL"
 DB_HELP = (
     "the SQLite file, or a postgresql:// URL without a password (default: "
-    "$ENGINE_DATABASE_URL, else $ENGINE_DB, else var/engine.db)"
+    "$ENGINE_DATABASE_URL, else $ENGINE_DB, else var/engine.db in the instance "
+    "directory or, without one, in the working directory)"
 )
 
 
@@ -23,20 +25,30 @@ def add_db_option(parser: argparse.ArgumentParser, **extra: Any) -> None:
 
 
 def add_rules_options(parser: argparse.ArgumentParser) -> None:
+    """--home, --rules, --registry, --config. The directories' defaults are decided when
+    the command runs (`paths_from`), so --home moves all three."""
     defaults = default_paths()
+    parser.add_argument(
+        "--home",
+        action=HomeOption,
+        default=None,
+        metavar="DIR",
+        help=f"the instance directory: loops/, registry/, config/ and var/ (default: "
+        f"${HOME_ENV}; docs/deploy.md#the-instance-directory)",
+    )
     parser.add_argument(
         "--rules",
         type=Path,
-        default=defaults.rules,
+        default=None,
         metavar="DIR",
-        help="rule files, loops/*.rules (default: %(default)s)",
+        help=f"rule files, loops/*.rules (default: {defaults.rules})",
     )
     parser.add_argument(
         "--registry",
         type=Path,
-        default=defaults.registry,
+        default=None,
         metavar="DIR",
-        help="event types, definitions, contracts (default: %(default)s)",
+        help=f"event types, definitions, contracts (default: {defaults.registry})",
     )
     parser.add_argument(
         "--config",
@@ -48,16 +60,40 @@ def add_rules_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class HomeOption(argparse.Action):
+    """`--home DIR` stands for ENGINE_HOME=DIR in this process and what it runs (as
+    git's --git-dir stands for GIT_DIR): the database default, the directories and a
+    child's environment then follow it alike."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        os.environ[HOME_ENV] = str(Path(values).absolute())
+        setattr(namespace, self.dest, Path(values))
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
 def paths_from(args: argparse.Namespace) -> Paths:
-    """The directories of the command line; a config directory named by --config or
-    ENGINE_CONFIG is required to exist, the default one is not."""
+    """The directories: each option given, else its variable, else the instance
+    directory's, else today's defaults (`default_paths`). A config directory named by
+    --config or ENGINE_CONFIG is required to exist, the default one is not; an
+    instance directory that is not one is ConfigError (exit 2)."""
+    instance_home()
+    defaults = default_paths()
     given = args.config is not None or bool(os.environ.get(PATH_ENV["config"]))
-    config = args.config if args.config is not None else default_paths().config
-    return Paths(args.rules, args.registry, config, config_given=given)
+    return Paths(
+        args.rules if args.rules is not None else defaults.rules,
+        args.registry if args.registry is not None else defaults.registry,
+        args.config if args.config is not None else defaults.config,
+        config_given=given,
+    )
 
 
 def print_json(data: Any) -> None:

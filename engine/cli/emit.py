@@ -1,32 +1,38 @@
-"""`engine emit TYPE`: the host-clock bridge's one act (seed 1 §15). Runs the gate (an
-argv, never a shell), then admits one typed event into a running serve over the
-signed `POST /events`. A host timer (launchd, systemd) calls it; it does no work."""
+"""`engine emit TYPE`: the host-clock bridge's one act (docs/deploy.md#engine-emit). Runs
+the gate (an argv, never a shell), then admits one typed event into a running serve
+over the signed `POST /events`, retrying while no runtime answers. A host timer
+(launchd, systemd) calls it; it does no work."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import random
 import shlex
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from engine.api import signing
-from engine.bridge import bridge_event_id, bridge_slot, tick_payload
+from engine.bridge import bridge_event_id, bridge_slot, retry_delays, tick_payload
 from engine.cli import client, exits
 from engine.cli.client import add_url_option
 from engine.cli.common import add_json_option, print_json
 from engine.cli.render import guarded
 from engine.core.durations import DurationError, parse_duration
 from engine.core.envelope import iso
-from engine.errors import BadRequest
+from engine.errors import BadRequest, Unavailable
 
 SOURCE = "bridge"
 SECRET_ENV = "ENGINE_EVENT_SECRET"
+RETRIES = 5
+FIRST_WAIT_SECONDS = 0.5
+RETRY_MAX_SECONDS = 8.0
 
 DESCRIPTION = """\
 Admit one typed event into a running `engine serve` through the signed POST /events
@@ -43,9 +49,15 @@ bridge:<loop>:<slot> (the slot is the epoch floor of the cadence; --event-id is 
 allowed), so a second post in one slot is a duplicate. Otherwise the event id is
 --event-id or a fresh one.
 
+While no runtime answers at --url (the connection refused or failing: a serve still
+starting at boot) or it answers 503, the post is retried --retries times, waiting
+0.5 s doubling up to --retry-max-seconds, jittered, one log line per retry. A retry
+is safe: the event id is decided once (a slot's, or the given one), so a post that
+did arrive is a duplicate. Any other answer, a 4xx above all, is never retried.
+
 exit codes: 0 admitted, a duplicate, or the gate said no; 1 refused (the reason is
-printed), the runtime is unreachable, or the gate or dry command could not run or
-the dry command failed; 2 usage (bad JSON, no secret)"""
+printed), the runtime still unreachable after the last retry, or the gate or dry
+command could not run or the dry command failed; 2 usage (bad JSON, no secret)"""
 
 
 def register(sub: Any) -> None:
@@ -62,9 +74,38 @@ def register(sub: Any) -> None:
     p.add_argument("--dry", metavar="CMD", help="run after the gate, for the log")
     p.add_argument("--loop", metavar="NAME", help="post the tick of this bridge loop")
     p.add_argument("--every", metavar="DURATION", help="the bridge loop's cadence (with --loop)")
+    p.add_argument(
+        "--retries",
+        type=_bounded(int, 0, 100),
+        default=RETRIES,
+        metavar="N",
+        help="retries while no runtime answers (default: %(default)s)",
+    )
+    p.add_argument(
+        "--retry-max-seconds",
+        type=_bounded(float, 0.01, 3600),
+        default=RETRY_MAX_SECONDS,
+        metavar="SECONDS",
+        help="the longest wait between two attempts (default: %(default)s)",
+    )
     add_url_option(p)
     add_json_option(p)
     p.set_defaults(handler=guarded(run_emit))
+
+
+def _bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` from `low` to `high`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a number from {low:g} to {high:g}")
+        return value
+
+    return parse
 
 
 def _log(message: str) -> None:
@@ -123,6 +164,46 @@ def build_envelope(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     }
 
 
+def signed(secret: str, body: bytes) -> dict[str, str]:
+    """The signature headers, made afresh for each attempt (the timestamp is checked)."""
+    timestamp = str(int(time.time()))
+    return {
+        signing.TIMESTAMP_HEADER: timestamp,
+        signing.SIGNATURE_HEADER: signing.sign(secret.encode(), timestamp, body),
+    }
+
+
+def post_with_retries(args: argparse.Namespace, body: bytes, secret: str) -> tuple[int, Any]:
+    """POST the envelope; while no runtime answers (Unavailable) or it answers 503,
+    wait and post the same body again, at most --retries times. Unavailable after the
+    last attempt; any other answer is returned as it came."""
+    waits = retry_delays(args.retries, FIRST_WAIT_SECONDS, args.retry_max_seconds, random.random)
+    attempt = 0
+    while True:
+        attempt += 1
+        code: int | None = None
+        try:
+            code, answer = client.post(args.url, "/events", body, signed(secret, body))
+        except Unavailable as err:
+            why = err.message
+        else:
+            if code != 503:
+                return code, answer
+            why = f"the runtime answered 503 ({_reason(answer)})"
+        if attempt > len(waits):
+            if code is None:
+                raise Unavailable(f"{why} (gave up after {attempt} attempts)")
+            return code, answer
+        wait = waits[attempt - 1]
+        _log(f"{why}; retry {attempt} of {len(waits)} in {wait:.1f}s")
+        time.sleep(wait)
+
+
+def _reason(answer: Any) -> Any:
+    found = answer if isinstance(answer, dict) else {}
+    return found.get("message", found.get("error"))
+
+
 def run_emit(args: argparse.Namespace) -> int:
     secret = os.environ.get(SECRET_ENV)
     if not secret:
@@ -144,15 +225,10 @@ def run_emit(args: argparse.Namespace) -> int:
             _log(f"dry command failed (exit {status}): nothing admitted for {args.type}")
             return exits.INVALID
     body = json.dumps(envelope, sort_keys=True).encode()
-    timestamp = str(int(time.time()))
-    headers = {
-        signing.TIMESTAMP_HEADER: timestamp,
-        signing.SIGNATURE_HEADER: signing.sign(secret.encode(), timestamp, body),
-    }
-    code, answer = client.post(args.url, "/events", body, headers)
+    code, answer = post_with_retries(args, body, secret)
     if code >= 400:
         found = answer if isinstance(answer, dict) else {}
-        reason = found.get("message", found.get("error"))
+        reason = _reason(answer)
         if args.json:
             print_json({"status": code, **found})
         print(f"error: refused ({code}): {reason}", file=sys.stderr)

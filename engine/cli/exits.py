@@ -2,11 +2,16 @@
 
 0 success. 1 a refusal, invalid rules, or something that may pass on a retry (the
 database or the runtime unreachable or busy). 2 usage and configuration: what a
-restart will not fix until someone changes an argument, a file or a setting."""
+restart will not fix until someone changes an argument, a file or a setting.
+
+The long-running `serve` and `worker` exit 2 for invalid rules too (`at_start`): under
+a supervisor 1 means "restart me" and 2 "a person must fix this", the split a rendered
+unit's `RestartPreventExitStatus=` acts on (docs/deploy.md#exit-codes)."""
 
 from __future__ import annotations
 
 from dsl.diagnostics import RulesError
+from engine.errors import EngineError
 
 OK = 0  # success; for `check`, the rules are valid
 INVALID = 1  # invalid rules, a refused request, anomalies found (doctor), unavailable
@@ -20,3 +25,10 @@ USAGE_CODES = frozenset({"E0900", "E0905"})
 def of_rules(err: RulesError) -> int:
     """2 when a diagnostic is about the file system, else 1 (invalid rules)."""
     return USAGE if any(d.code in USAGE_CODES for d in err.diagnostics) else INVALID
+
+
+def at_start(err: EngineError | RulesError, code: int) -> int:
+    """The exit of `serve` or `worker` refused at start with `code`: 2 for any problem
+    in the rule files (a restart reads the same files again), else `code` itself (1
+    when a retry may pass: a database unreachable or busy)."""
+    return USAGE if isinstance(err, RulesError) else code

@@ -46,9 +46,10 @@ and closed); a connection idle, or whose headers are unfinished, for --idle-time
 seconds is closed; a body not arrived --body-timeout seconds after its headers is
 answered 408. The open-files limit is raised to its hard limit at start.
 
-exit codes: 0 stopped cleanly; 1 invalid rules (nothing is served) or the address is
-in use; 2 usage (bad arguments, a missing rules directory, a malformed
-{OPERATOR_TOKEN_ENV})"""
+exit codes (docs/cli.md#exit-codes): 0 stopped cleanly; 1 a retry may pass (the
+database unreachable or busy, the address in use); 2 a configuration a restart cannot
+fix (invalid rules, a missing directory, a bad setting, a malformed
+{OPERATOR_TOKEN_ENV}, a database the engine must not use): nothing is served"""
 
 
 def register(sub: Any) -> None:
@@ -145,7 +146,7 @@ def run_serve(args: argparse.Namespace) -> int:
         )
         service = open_service(db, paths)
     except (EngineError, RulesError) as err:  # bad settings, ENGINE_NOW, or rules
-        return fail(err)
+        return exits.at_start(err, fail(err))
     _configure_logging()
     _warn_closed(settings)
     app = make_app(service, settings)

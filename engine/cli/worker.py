@@ -41,7 +41,8 @@ def register(sub: Any) -> None:
         help="execute queued runs until SIGTERM/SIGINT",
         description="Claim queued runs under a lease, execute them through their adapter "
         "(heartbeating every third of the lease) and record the result. Exit 0 on a clean "
-        "stop, 1 invalid rules, 2 usage.",
+        "stop; 1 a retry may pass (the database unreachable or busy); 2 a configuration a "
+        "restart cannot fix (invalid rules, a bad setting; docs/cli.md#exit-codes).",
     )
     add_db_option(p)
     p.add_argument("--id", metavar="NAME", help="worker id in leases and the journal")
@@ -72,7 +73,7 @@ def handler(args: argparse.Namespace) -> int:
         db = database_path(args.db)
         service = open_service(db, paths_from(args))
     except (EngineError, RulesError) as err:  # rules, settings, a database it cannot use
-        return fail(err)
+        return exits.at_start(err, fail(err))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     worker_id = args.id or default_worker_id()
     adapters = adapters_for(db, paths_from(args))

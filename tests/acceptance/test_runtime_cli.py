@@ -237,7 +237,8 @@ def test_unknown_ids_and_missing_databases_exit_1(tmp_path: Path, shipped: Any) 
 
 
 def test_serve_refuses_invalid_rules(tmp_path: Path) -> None:
-    """`engine serve` on invalid rules prints the diagnostics, exits 1 and serves nothing."""
+    """`engine serve` on invalid rules prints the diagnostics, exits 2 (a configuration a
+    restart cannot fix, docs/cli.md#exit-codes) and serves nothing."""
     result = engine(
         "serve",
         "--db",
@@ -251,7 +252,7 @@ def test_serve_refuses_invalid_rules(tmp_path: Path) -> None:
         "--config",
         str(INVALID / "config"),
     )
-    assert result.returncode == 1 and "E0203" in result.stderr
+    assert result.returncode == 2 and "E0203" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -1,20 +1,25 @@
-"""`engine emit` (the host-clock bridge, seed 1 §15) against a real `engine serve` over
-the shipped tree: admitted, duplicate, refused, unreachable, and the gate's yes and no."""
+"""`engine emit` (the host-clock bridge, docs/deploy.md#engine-emit) against a real
+`engine serve` over the shipped tree: admitted, duplicate, refused, unreachable (with
+its bounded retries, and a serve that starts while it retries), and the gate's yes
+and no."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
-from conftest import EVENT_SECRET, ROOT, Serve, free_port
+from conftest import EVENT_SECRET, ROOT, Serve, free_port, tree_args
 
 
 def emit(
@@ -60,17 +65,79 @@ def test_bridge_loop_tick_is_admitted_then_a_duplicate(shipped_serve: Serve) -> 
 
 
 def test_refused_event_exits_non_zero_with_the_reason(shipped_serve: Serve) -> None:
-    """An event the runtime refuses (unregistered type, bad secret) exits 1 naming why."""
+    """An event the runtime refuses (unregistered type, bad secret) exits 1 naming why,
+    at once: a 4xx is never retried."""
     unknown = emit(shipped_serve, "factory.nope.requested", "--event-id", fresh())
     assert unknown.returncode == 1 and "refused" in unknown.stderr
     unsigned = emit(shipped_serve, "clock.tick.reaper", "--event-id", fresh(), secret="wrong")
     assert unsigned.returncode == 1 and "signature" in unsigned.stderr
+    assert "retry" not in unknown.stderr + unsigned.stderr
 
 
-def test_unreachable_runtime_exits_non_zero() -> None:
-    """Nothing listening at --url: exit 1 and the runtime is named unreachable."""
-    done = emit(f"http://127.0.0.1:{free_port()}", "clock.tick.reaper", "--event-id", fresh())
-    assert done.returncode == 1 and "unreachable" in done.stderr
+def test_unreachable_runtime_gives_up_after_its_retries() -> None:
+    """Nothing listening at --url: one log line per retry, then exit 1 naming the runtime
+    unreachable and the attempts made."""
+    url = f"http://127.0.0.1:{free_port()}"
+    bound = ("--retries", "2", "--retry-max-seconds", "0.05")
+    done = emit(url, "clock.tick.reaper", "--event-id", fresh(), *bound)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 1, done.stderr
+    assert [ln.split(" in ")[0] for ln in lines[:-1]] == [
+        f"engine emit: runtime unreachable at {url}; retry {n} of 2" for n in (1, 2)
+    ]
+    assert lines[-1] == f"error: runtime unreachable at {url} (gave up after 3 attempts)"
+    none = emit(url, "clock.tick.reaper", "--event-id", fresh(), "--retries", "0")
+    assert none.stderr == f"error: runtime unreachable at {url} (gave up after 1 attempts)\n"
+
+
+def serve_on(port: int, workdir: Path, env: dict[str, str]) -> Serve:
+    """`engine serve` on the shipped tree at `port` (launched, not waited for)."""
+    secrets = {"ENGINE_EVENT_SECRET": EVENT_SECRET, "ENGINE_OPERATOR_TOKEN": "alice:alice-token"}
+    command = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--no-worker"]
+    log = workdir / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*command, *tree_args(workdir / "engine.db", ROOT)],
+            cwd=workdir,
+            env={**env, **secrets},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    return Serve(process, url, workdir / "engine.db", log, ROOT, {**env, **secrets})
+
+
+def test_a_serve_that_starts_while_emit_retries_admits_the_tick_once(tmp_path: Path) -> None:
+    """emit started before any serve listens retries; a serve started on that port
+    after emit's first retry line admits the slot's tick, once."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
+    argv = ["factory.triage.requested", "--payload", '{"repo":"factory"}']
+    argv += ["--loop", "factory-triage", "--every", "24h"]
+    argv += ["--retries", "40", "--retry-max-seconds", "0.5"]
+    emitting = subprocess.Popen(
+        [sys.executable, "-m", "engine", "emit", *argv, "--url", f"http://127.0.0.1:{port}"],
+        cwd=ROOT,
+        env={**env, "ENGINE_EVENT_SECRET": EVENT_SECRET},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert emitting.stderr is not None
+    first = emitting.stderr.readline()  # emit found nobody and waits to retry
+    assert "runtime unreachable" in first and "retry 1 of 40" in first, first
+    serve = serve_on(port, tmp_path, env)
+    try:
+        out, err = emitting.communicate(timeout=60)
+        assert emitting.returncode == 0, err + serve.log.read_text()
+        event_id = out.split(": ")[0]
+        assert out == f"{event_id}: admitted\n" and event_id.startswith("bridge:factory-triage:")
+        status, events = serve.request("GET", "/events?limit=1000", token=serve.token("alice"))
+        assert status == 200
+        assert [e["eventId"] for e in events["events"]].count(event_id) == 1
+    finally:
+        emitting.kill()
+        serve.stop()
 
 
 def test_a_cadence_over_a_hundred_years_is_a_usage_error() -> None:
@@ -148,3 +215,50 @@ def test_a_loop_tick_takes_no_event_id(shipped_serve: Serve) -> None:
     )
     assert done.returncode == 2 and "--event-id" in done.stderr
     assert event(shipped_serve, event_id)[0] == 404
+
+
+class Answers(http.server.BaseHTTPRequestHandler):
+    """A loopback runtime that answers POST /events from a script of statuses, keeping
+    the event id of each post it got."""
+
+    script: ClassVar[list[int]] = []
+    posted: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.posted.append(body["eventId"])
+        status = self.script.pop(0)
+        answer = {"eventId": body["eventId"], "duplicate": False}
+        if status == 503:
+            answer = {"error": "unavailable", "message": "database busy"}
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:  # keep the test output quiet
+        pass
+
+
+def test_a_503_is_retried_with_the_same_event_id() -> None:
+    """A runtime answering 503 (its database busy) gets the same envelope again after
+    one log line per retry, and the third answer, 200, is final."""
+    Answers.script, Answers.posted = [503, 503, 200], []
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        event_id = fresh()
+        bound = ("--retries", "3", "--retry-max-seconds", "0.05")
+        done = emit(url, "clock.tick.reaper", "--event-id", event_id, *bound)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (done.returncode, done.stdout) == (0, f"{event_id}: admitted\n"), done.stderr
+    assert Answers.posted == [event_id] * 3
+    retries = done.stderr.splitlines()
+    assert [ln.split(" in ")[0] for ln in retries] == [
+        f"engine emit: the runtime answered 503 (database busy); retry {n} of 3" for n in (1, 2)
+    ]
