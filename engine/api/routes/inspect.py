@@ -7,9 +7,10 @@ from aiohttp import web
 
 from engine.api import query, wire
 from engine.api.context import call_read, operator, reply, service, settings
+from engine.api.observe import OBSERVED
 from engine.core.states import RunState
 from engine.service.doctor import PILEUP
-from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus
+from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus, scrape
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
 JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop", "finding"})
@@ -71,11 +72,13 @@ async def list_journal(request: web.Request) -> web.Response:
 
 @routes.get("/metrics")
 async def metrics_text(request: web.Request) -> web.Response:
-    """The audit figures in the Prometheus text format (operator token: loop names and
-    volumes are an operator's business)."""
+    """The audit figures, loop timestamps, run histograms and this process's HTTP and
+    runtime-loop metrics in the Prometheus text format (docs/observability.md#metrics;
+    operator token: loop names and volumes are an operator's business)."""
     operator(request)
-    figures = await call_read(service(request).stats)
-    return web.Response(body=prometheus(figures), headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
+    scraped = await call_read(scrape, service(request).rt)
+    body = prometheus(scraped, wire.version(), request.app[OBSERVED].registry)
+    return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
 
 @routes.get("/healthz")
