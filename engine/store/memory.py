@@ -28,6 +28,7 @@ from engine.store.health import Health
 from engine.store.limits import Limits
 from engine.store.memory_tables import MemoryStoreError, Tables
 from engine.store.memory_tx import MemoryTx, ReadOnlyMemoryTx
+from engine.store.queries import migrations
 
 __all__ = ["MemoryDatabase", "MemoryStore", "MemoryStoreError", "MemoryTx"]
 
@@ -133,6 +134,11 @@ class MemoryStore:
         """A snapshot of the last commit: it never waits for a writer, and a write
         inside it is refused."""
         return _Read(self)
+
+    def applied_migrations(self) -> list[int]:
+        """Every version this engine ships: a memory database is born at its schema."""
+        self._check_open()
+        return [v for v, _ in migrations("sqlite")]
 
     def close(self) -> None:
         """This connection is closed; the database stays for the other stores on it."""

@@ -315,6 +315,15 @@ class PostgresStore:
             )
         return None
 
+    def applied_migrations(self) -> list[int]:
+        """The versions in schema_migrations, on the reader's session; Unavailable when
+        the server cannot be reached or the store is closed."""
+        try:
+            with self.read() as tx:
+                return tx.applied_migrations()
+        except psycopg.InterfaceError as err:  # a closed connection or session
+            raise Unavailable(f"the database {self._what}: {err}", reason="store_closed") from None
+
     def close(self) -> None:
         self._writer.close()
         self._reader.close()

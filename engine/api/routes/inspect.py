@@ -11,6 +11,7 @@ from engine.api.observe import OBSERVED
 from engine.core.states import RunState
 from engine.service.doctor import PILEUP
 from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus, scrape
+from engine.service.readiness import readiness
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
 JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop", "finding"})
@@ -87,6 +88,15 @@ async def healthz(request: web.Request) -> web.Response:
     database nor the rules; 200 while the process answers HTTP (docs/api.md#get-healthz).
     `/status` stays the doctor."""
     return reply({"ok": True, "version": wire.version()})
+
+
+@routes.get("/readyz")
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness for supervisors and load balancers: open to anyone; 200 when the
+    database answers and its migrations are this engine's, else 503 with the reason
+    (docs/api.md#get-readyz). One small read, never a write."""
+    found = await call_read(readiness, service(request).rt.store)
+    return reply({**found, "version": wire.version()}, 200 if found["ready"] else 503)
 
 
 @routes.get("/status")
