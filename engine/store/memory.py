@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from engine.errors import Busy
+from engine.errors import Busy, Unavailable
 from engine.store.health import Health
 from engine.store.limits import Limits
 from engine.store.memory_tables import MemoryStoreError, Tables
@@ -136,8 +136,10 @@ class MemoryStore:
         return _Read(self)
 
     def applied_migrations(self) -> list[int]:
-        """Every version this engine ships: a memory database is born at its schema."""
-        self._check_open()
+        """Every version this engine ships: a memory database is born at its schema.
+        Unavailable once this store is closed."""
+        if self._closed:
+            raise Unavailable("the memory store is closed", reason="store_closed")
         return [v for v, _ in migrations("sqlite")]
 
     def close(self) -> None:

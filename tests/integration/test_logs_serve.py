@@ -1,4 +1,4 @@
-"""The log lines of a real `engine serve` (docs/observability.md#logs): with
+"""The log lines of a real `engine serve` and `engine worker` (docs/observability.md#logs): with
 `--log-format json` every line it writes is one JSON object, and each HTTP request's
 id (its own X-Request-Id, a GitHub delivery's GUID, or a fresh one) is echoed in the
 answer and carried on its access line; text lines keep their shape; no token is
@@ -7,12 +7,17 @@ logged."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
-from conftest import API_TREE, OPERATOR_TOKENS, Serve
+from conftest import API_TREE, OPERATOR_TOKENS, Serve, tree_args
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 ALICE = OPERATOR_TOKENS["alice"]
@@ -74,3 +79,27 @@ def test_text_logs_keep_their_shape(serve_factory: Any) -> None:
     assert lines and all(TEXT_LINE.match(line) for line in lines), lines
     access = [line for line in lines if " aiohttp.access: " in line and '"GET /healthz"' in line]
     assert len(access) == 1 and access[0].endswith(f" request_id={rid}")
+
+
+def test_the_worker_logs_in_the_same_formats(tmp_path: Path) -> None:
+    """`engine worker` takes its format from ENGINE_LOG_FORMAT (json here): its start
+    and stop lines are JSON objects from the engine.worker logger; nothing else on
+    stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
+    command = [sys.executable, "-m", "engine", "worker", "--id", "w1", "--poll", "0.1"]
+    process = subprocess.Popen(
+        [*command, *tree_args(tmp_path / "engine.db", API_TREE)],
+        env={**env, "ENGINE_LOG_FORMAT": "json"},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    first = json.loads(process.stderr.readline())  # the start line: it is running
+    process.send_signal(signal.SIGTERM)
+    _, rest = process.communicate(timeout=30)
+    assert process.returncode == 0
+    lines = [first, *(json.loads(line) for line in rest.splitlines())]
+    assert [(line["logger"], line["msg"]) for line in lines] == [
+        ("engine.worker", "worker w1: started (lease 60.0s)"),
+        ("engine.worker", "worker w1: stopped"),
+    ]

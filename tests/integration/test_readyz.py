@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 from conftest import API_TREE
-from databases import execute
+from databases import MEMORY, execute
 
+from engine.bootstrap import open_store
+from engine.errors import Unavailable
 from engine.service.readiness import readiness, shipped, verdict
 from engine.store.memory import MemoryStore
 from engine.store.sqlite import SqliteStore
@@ -78,6 +80,16 @@ def test_readyz_is_503_while_the_postgresql_server_is_down(
     assert (status, answer["reason"]) == (503, "database_unavailable"), answer
     own_cluster.serve()
     serve.wait_for("/readyz", lambda a: a["ready"], "")
+
+
+def test_every_store_answers_its_applied_migrations(store_database: str) -> None:
+    """On SQLite, PostgreSQL and the memory store alike, a freshly opened store has
+    applied every shipped migration, in order; once closed it is Unavailable."""
+    store = MemoryStore() if store_database == MEMORY else open_store(store_database)
+    assert store.applied_migrations() == shipped(store.dialect)
+    store.close()
+    with pytest.raises(Unavailable):
+        store.applied_migrations()
 
 
 def test_a_closed_store_is_not_ready(tmp_path: Path) -> None:
