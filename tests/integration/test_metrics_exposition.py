@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 import urllib.request
 from typing import Any
 
 import pytest
-from conftest import OPERATOR_TOKENS, SCHEDULING_TREE
+from conftest import API_TREE, OPERATOR_TOKENS, SCHEDULING_TREE
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.api.wire import version
@@ -72,6 +73,41 @@ def test_a_live_exposition_passes_promtool(serve_factory: Any) -> None:
     assert not any("run-0000" in route for route, _ in routes)
     durations = families["engine_http_request_duration_seconds"]
     assert durations.type == "histogram"
+    assert serve.stop() == 0
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """A family's samples named `name`, by their sorted labels."""
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == name
+    }
+
+
+def planning_passes(text: str) -> float:
+    return samples(text, "engine_planning_duration_seconds_count").get((), 0.0)
+
+
+def test_intake_and_planning_are_observed_by_the_serve(serve_factory: Any) -> None:
+    """An envelope injected: the intake histogram counts its request under its route,
+    and the runtime-loop pass that planned it is observed."""
+    serve = serve_factory(API_TREE, ENV)
+    doc = {
+        "eventId": "metrics-1",
+        "type": "api.work.requested",
+        "source": "manual",
+        "occurredAt": "2026-11-30T09:00:00Z",
+        "payload": {"repo": "alpha"},
+    }
+    assert serve.request("POST", "/inject", doc)[0] == 202
+    serve.wait_for("/events/metrics-1", lambda a: a["decision"] is not None, ALICE)
+    deadline = time.monotonic() + 10
+    while planning_passes(text := scraped(serve.url)) < 1:  # the pass records after it ends
+        assert time.monotonic() < deadline, text
+        time.sleep(0.05)
+    assert samples(text, "engine_intake_duration_seconds_count") == {(("route", "/inject"),): 1}
     assert serve.stop() == 0
 
 
