@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Coroutine
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
@@ -17,6 +18,7 @@ from aiohttp import web
 from engine.api.context import HURRY, INTAKE, SERVICE, SETTINGS, WAKE
 from engine.api.errors import error_middleware
 from engine.api.group_commit import GroupCommit
+from engine.api.observe import OBSERVED, Observed, observe_middleware
 from engine.api.routes import ROUTES
 from engine.api.settings import Settings
 from engine.errors import Unavailable
@@ -28,7 +30,8 @@ log = logging.getLogger("engine.api")
 
 
 def make_app(service: Service, settings: Settings) -> web.Application:
-    app = web.Application(middlewares=[error_middleware])
+    app = web.Application(middlewares=[observe_middleware, error_middleware])
+    app[OBSERVED] = Observed()
     app[SERVICE] = service
     app[SETTINGS] = settings
     app[WAKE] = asyncio.Event()
@@ -42,14 +45,21 @@ def make_app(service: Service, settings: Settings) -> web.Application:
 
 
 async def pump_forever(
-    service: Service, wake: asyncio.Event, stop: asyncio.Event, idle: float
+    service: Service,
+    wake: asyncio.Event,
+    stop: asyncio.Event,
+    idle: float,
+    observe: Callable[[float], None] = lambda seconds: None,
 ) -> None:
     """The runtime loop: publish chained events and plan admitted ones, in a thread;
-    then sleep until `idle` passes or an admission wakes it."""
+    then sleep until `idle` passes or an admission wakes it. `observe` is told how long
+    each pass that did some work took."""
     while not stop.is_set():
         wake.clear()
+        started = time.perf_counter()
         try:
-            await asyncio.to_thread(service.pump)
+            if await asyncio.to_thread(service.pump):
+                observe(time.perf_counter() - started)
         except Unavailable as err:  # a busy or unwritable store: one line, no traceback
             log.warning("runtime loop: %s; retrying in %.1fs", err.message, idle)
         except Exception:
@@ -104,7 +114,8 @@ async def _intake(app: web.Application) -> AsyncIterator[None]:
 
 async def _runtime_loop(app: web.Application) -> AsyncIterator[None]:
     stop = asyncio.Event()
-    loop = pump_forever(app[SERVICE], app[WAKE], stop, app[SETTINGS].pump_seconds)
+    observe = app[OBSERVED].passes.observe
+    loop = pump_forever(app[SERVICE], app[WAKE], stop, app[SETTINGS].pump_seconds, observe)
     task = _spawn(loop, "runtime loop")
     yield
     stop.set()

@@ -3,7 +3,11 @@ connections, and aiohttp's own refusals (a malformed request line or header, a h
 too long, a bad method, a body its headers do not frame) answered in the API's error
 shape. aiohttp answers those itself, before any route or middleware runs, as plain
 text quoting the offending bytes, and logs them with a traceback; a quoted header may
-be `Authorization`. Here they are JSON, and logged as one line naming only the kind."""
+be `Authorization`. Here they are JSON, and logged as one line naming only the kind.
+
+The access line of each answered request is `AccessLog`'s: the client's address, the
+method, the path without its query string, the status, the size and the duration,
+and the request id; never a header, so never a token or a signature."""
 
 from __future__ import annotations
 
@@ -17,10 +21,47 @@ from typing import Any
 
 from aiohttp import http_exceptions as hx
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_request import BaseRequest
+
+from engine.api.observe import REQUEST_ID_HEADER, new_request_id
 
 log = logging.getLogger("engine.api.edge")
 _dumps = partial(json.dumps, separators=(",", ":"))
+
+
+MAX_LOGGED_PATH = 512  # characters of a path the access line keeps
+
+
+class AccessLog(AbstractAccessLogger):
+    """One line per answered request (the `aiohttp.access` logger, at info):
+    `127.0.0.1 "GET /runs/{id}" 200 512 0.004s` and its fields in JSON."""
+
+    def log(self, request: BaseRequest, response: web.StreamResponse, time: float) -> None:
+        path = request.raw_path.partition("?")[0][:MAX_LOGGED_PATH]  # as sent, %-encoded
+        size = response.body_length
+        self.logger.info(
+            '%s "%s %s" %d %d %.3fs',
+            request.remote,
+            request.method,
+            path,
+            response.status,
+            size,
+            time,
+            extra={
+                "request_id": response.headers.get(REQUEST_ID_HEADER),
+                "remote": request.remote,
+                "method": request.method,
+                "path": path,
+                "status": response.status,
+                "bytes": size,
+                "duration_ms": round(time * 1000, 3),
+            },
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return self.logger.isEnabledFor(logging.INFO)
 
 
 def held_back(count: int, interval: float) -> str:
@@ -144,7 +185,12 @@ class EdgeProtocol(web.RequestHandler):
         log.log(level, "refused a request from %s: %d %s (%s)", request.remote, status, code, kind)
         if request.writer.output_size > 0:
             raise ConnectionError("an answer was already under way")
-        answer = web.json_response({"error": code, "message": text}, status=status, dumps=_dumps)
+        answer = web.json_response(
+            {"error": code, "message": text},
+            status=status,
+            dumps=_dumps,
+            headers={REQUEST_ID_HEADER: new_request_id()},  # no header of its own is trusted
+        )
         answer.force_close()
         return answer
 
@@ -192,7 +238,7 @@ class EdgeRunner(web.AppRunner):
     """An AppRunner whose server is an EdgeServer."""
 
     def __init__(self, app: web.Application, *, max_connections: int, **kwargs: Any) -> None:
-        super().__init__(app, **kwargs)
+        super().__init__(app, access_log_class=AccessLog, **kwargs)
         self.max_connections = max_connections
 
     async def _make_server(self) -> web.Server:

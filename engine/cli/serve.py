@@ -17,6 +17,8 @@ from engine.cli import exits
 from engine.cli.common import add_db_option, add_rules_options, paths_from
 from engine.cli.render import fail
 from engine.errors import EngineError
+from engine.logs import add_options as add_log_options
+from engine.logs import configure_from as configure_logging
 
 log = logging.getLogger("engine.serve")
 
@@ -32,6 +34,10 @@ Secrets come from the environment only:
                          operator routes answer 401)
   {GITHUB_SECRET_ENV}  GitHub webhook secret(s), comma-separated for
                          rotation (unset: POST /github answers 401)
+
+Logs go to stderr, as text or one JSON object per line (--log-format, else
+ENGINE_LOG_FORMAT), at --log-level and above (else ENGINE_LOG_LEVEL, else info);
+each HTTP line carries its request id (docs/observability.md#logs).
 
 A clock for tests and demos: ENGINE_NOW=<ISO-8601> starts the runtime's clock at that
 instant and lets it advance in real time.
@@ -86,6 +92,7 @@ def register(sub: Any) -> None:
         help="answer 408 to a body not arrived this long after its headers (default: %(default)s)",
     )
     add_rules_options(p)
+    add_log_options(p)
     p.set_defaults(handler=run_serve)
 
 
@@ -112,14 +119,6 @@ def _bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[
     return parse
 
 
-def _configure_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-
 def _warn_closed(settings: Settings) -> None:
     if settings.event_secret is None:
         log.warning("%s is not set: POST /events refuses every request", EVENT_SECRET_ENV)
@@ -135,6 +134,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from engine.worker import adapters_for
 
     try:
+        configure_logging(args)
         db, paths = database_path(args.db), paths_from(args)
         adapters = adapters_for(db, paths)
         settings = Settings.from_env(
@@ -147,7 +147,6 @@ def run_serve(args: argparse.Namespace) -> int:
         service = open_service(db, paths)
     except (EngineError, RulesError) as err:  # bad settings, ENGINE_NOW, or rules
         return exits.at_start(err, fail(err))
-    _configure_logging()
     _warn_closed(settings)
     app = make_app(service, settings)
     try:

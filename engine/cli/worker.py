@@ -13,7 +13,6 @@ import asyncio
 import json
 import logging
 import signal
-import sys
 from typing import Any
 
 from dsl.diagnostics import RulesError
@@ -25,6 +24,8 @@ from engine.cli.common import add_db_option, add_json_option, add_rules_options,
 from engine.cli.render import fail
 from engine.core.records import RunRecord
 from engine.errors import EngineError
+from engine.logs import add_options as add_log_options
+from engine.logs import configure_from as configure_logging
 from engine.service import Service
 from engine.worker import (
     adapters_for,
@@ -55,6 +56,7 @@ def register(sub: Any) -> None:
     p.add_argument("--once", action="store_true", help="execute at most one run, then exit")
     add_rules_options(p)
     add_json_option(p)
+    add_log_options(p)
     p.set_defaults(handler=handler)
 
 
@@ -70,11 +72,11 @@ def _positive(text: str) -> float:
 
 def handler(args: argparse.Namespace) -> int:
     try:
+        configure_logging(args)
         db = database_path(args.db)
         service = open_service(db, paths_from(args))
     except (EngineError, RulesError) as err:  # rules, settings, a database it cannot use
         return exits.at_start(err, fail(err))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     worker_id = args.id or default_worker_id()
     adapters = adapters_for(db, paths_from(args))
     try:

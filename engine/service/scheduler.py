@@ -23,6 +23,7 @@ from engine.core.records import LoopState, SkipRecord
 from engine.core.ruleset import Loop, TriggerKind
 from engine.core.slots import Fire, Pass, Policy, SkipReason, Slots, plan_pass, skip_all, slots_of
 from engine.core.ticks import slot_text, tick
+from engine.logs import Progress
 from engine.service import watches
 from engine.service.batch import CHUNK, Batch, plan_all
 from engine.service.context import Runtime
@@ -46,6 +47,8 @@ class Scheduler:
     started: bool = False
     # Runs a watch's probe; without one (a service that only reads) nothing is polled.
     observer: watches.Observer | None = None
+    # Seconds between progress lines of a long pass (a catch-up of many slots).
+    progress_every: float = 5.0
 
     # ---- start: reconcile the store with the rules ---------------------------------------
     def start(self, now: datetime) -> None:
@@ -179,12 +182,14 @@ class Scheduler:
                 else cursor
             )
             self._push_after(loop.name, moved, since)
+        progress = Progress(log, "catch-up", self.progress_every)
         for start in range(0, len(fires), CHUNK):  # a long catch-up in bounded memory
             ticks = [tick(loop, f.slot, f.skipped) for loop, f in fires[start : start + CHUNK]]
             known = tx.known_events(t.eventId for t in ticks)
             fresh = [batch.admit(t, ACTOR) for t in ticks if t.eventId not in known]
             # planned in the same commit: decided before anything runs
             plan_all(self.rt, batch, fresh)
+            _report(progress, fires, start + len(ticks))
         batch.flush(last=True)
         return len(fires)
 
@@ -193,6 +198,17 @@ class Scheduler:
 
     def next_due(self) -> datetime | None:
         return self.heap[0].at if self.heap else None
+
+
+def _report(progress: Progress, fires: list[tuple[Loop, Fire]], done: int) -> None:
+    """`catch-up: loop X 1,200/10,000 slots` of the loop being fired, every few seconds
+    of a long pass (nothing for a pass that is quick)."""
+    if not progress.due():
+        return
+    name = fires[done - 1][0].name
+    of_loop = [i for i, (loop, _) in enumerate(fires) if loop.name == name]
+    ahead = sum(1 for i in of_loop if i < done)
+    progress.step(f"loop {name}", ahead, len(of_loop), "slots", loop=name)
 
 
 def _skips(loop: str, result: Pass, at: str) -> list[SkipRecord]:

@@ -23,11 +23,12 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from engine.errors import Busy
+from engine.errors import Busy, Unavailable
 from engine.store.health import Health
 from engine.store.limits import Limits
 from engine.store.memory_tables import MemoryStoreError, Tables
 from engine.store.memory_tx import MemoryTx, ReadOnlyMemoryTx
+from engine.store.queries import migrations
 
 __all__ = ["MemoryDatabase", "MemoryStore", "MemoryStoreError", "MemoryTx"]
 
@@ -133,6 +134,13 @@ class MemoryStore:
         """A snapshot of the last commit: it never waits for a writer, and a write
         inside it is refused."""
         return _Read(self)
+
+    def applied_migrations(self) -> list[int]:
+        """Every version this engine ships: a memory database is born at its schema.
+        Unavailable once this store is closed."""
+        if self._closed:
+            raise Unavailable("the memory store is closed", reason="store_closed")
+        return [v for v, _ in migrations("sqlite")]
 
     def close(self) -> None:
         """This connection is closed; the database stays for the other stores on it."""

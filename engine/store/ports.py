@@ -576,6 +576,11 @@ class Store(Protocol):
         """A read-only snapshot. It never waits for a writer, of this process or
         another: reads have their own connection."""
 
+    def applied_migrations(self) -> list[int]:
+        """The schema versions the database records as applied, ascending: one small
+        read, for readiness (GET /readyz). `Unavailable` when the database cannot be
+        reached (a SQLite file no longer at its path, a lost server, a closed store)."""
+
     def close(self) -> None: ...
 
 

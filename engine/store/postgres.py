@@ -178,6 +178,7 @@ class PostgresStore:
         self._options = _connect_options(url, self._what)
         self._writer = _Session(self._connect, self.limits.lock_timeout, self._what)
         self._reader = _Session(self._connect, self.limits.lock_timeout, self._what)
+        self._closed = False
         try:
             if only_read:
                 self.require_current()
@@ -315,7 +316,16 @@ class PostgresStore:
             )
         return None
 
+    def applied_migrations(self) -> list[int]:
+        """The versions in schema_migrations, on the reader's session; Unavailable when
+        the server cannot be reached or the store is closed (never opened again)."""
+        if self._closed:
+            raise Unavailable(f"the store of {self._what} is closed", reason="store_closed")
+        with self.read() as tx:
+            return tx.applied_migrations()
+
     def close(self) -> None:
+        self._closed = True
         self._writer.close()
         self._reader.close()
 

@@ -232,6 +232,18 @@ class SqliteStore:
             return unwritable(str(self.path), "disk_full", str(err))
         return None
 
+    def applied_migrations(self) -> list[int]:
+        """The versions in schema_migrations; Unavailable when the file is no longer at
+        its path (removed or moved: this process would write to a file nobody opens
+        again), or the store is closed."""
+        if not self._memory and not self.path.is_file():
+            raise Unavailable(f"the database {self.path} is gone", reason="database_missing")
+        try:
+            with self.read() as tx:
+                return tx.applied_migrations()
+        except sqlite3.ProgrammingError as err:  # "Cannot operate on a closed database."
+            raise Unavailable(f"the database {self.path}: {err}", reason="store_closed") from None
+
     def close(self) -> None:
         with self._wlock, self._rlock:
             self._writer.close()

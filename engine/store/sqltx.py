@@ -875,6 +875,9 @@ class SqlTx:
             "proposals": counted(self._all("metrics_proposals"), ("state",), ("n", "by_operator")),
         }
 
+    def applied_migrations(self) -> list[int]:
+        return [int(r["version"]) for r in self._all("applied_migrations")]
+
     def run_timings(self, limit: int) -> list[tuple[str, str | None, str | None]]:
         return [
             (r["created_at"], r["started_at"], r["finished_at"])

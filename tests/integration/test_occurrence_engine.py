@@ -24,7 +24,7 @@ from engine.core.records import EventRecord, OccurrenceRecord
 from engine.errors import Conflict, Forbidden
 from engine.loading import Paths
 from engine.service import Execution, Service
-from engine.service.metrics import prometheus
+from engine.service.metrics import prometheus, scrape
 from engine.worker import adapters_for, work_once
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -792,13 +792,15 @@ def test_metrics_report_what_the_automation_did(world: Any, run_engine: Any) -> 
     assert figures["budgetUsed24h"]["budgeted"]["runs"] == 2
     from prometheus_client.parser import text_string_to_metric_families
 
-    families = {f.name: f for f in text_string_to_metric_families(prometheus(figures).decode())}
+    text = prometheus(scrape(w.service.rt), "test").decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
     samples = {
         (s.labels.get("loop"), s.labels.get("state")): s.value
         for s in families["engine_occurrences"].samples
     }
     assert samples[("budgeted", "completed")] == 2
     assert "engine_noop_rate" in families and "engine_retries" in families
+    assert "engine_retries_total" in text and families["engine_retries"].type == "counter"
     done = run_engine(
         "stats",
         "--json",

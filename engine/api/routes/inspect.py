@@ -7,9 +7,11 @@ from aiohttp import web
 
 from engine.api import query, wire
 from engine.api.context import call_read, operator, reply, service, settings
+from engine.api.observe import OBSERVED
 from engine.core.states import RunState
 from engine.service.doctor import PILEUP
-from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus
+from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus, scrape
+from engine.service.readiness import readiness
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
 JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop", "finding"})
@@ -71,11 +73,13 @@ async def list_journal(request: web.Request) -> web.Response:
 
 @routes.get("/metrics")
 async def metrics_text(request: web.Request) -> web.Response:
-    """The audit figures in the Prometheus text format (operator token: loop names and
-    volumes are an operator's business)."""
+    """The audit figures, loop timestamps, run histograms and this process's HTTP and
+    runtime-loop metrics in the Prometheus text format (docs/observability.md#metrics;
+    operator token: loop names and volumes are an operator's business)."""
     operator(request)
-    figures = await call_read(service(request).stats)
-    return web.Response(body=prometheus(figures), headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
+    scraped = await call_read(scrape, service(request).rt)
+    body = prometheus(scraped, wire.version(), request.app[OBSERVED].registry)
+    return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
 
 @routes.get("/healthz")
@@ -84,6 +88,15 @@ async def healthz(request: web.Request) -> web.Response:
     database nor the rules; 200 while the process answers HTTP (docs/api.md#get-healthz).
     `/status` stays the doctor."""
     return reply({"ok": True, "version": wire.version()})
+
+
+@routes.get("/readyz")
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness for supervisors and load balancers: open to anyone; 200 when the
+    database answers and its migrations are this engine's, else 503 with the reason
+    (docs/api.md#get-readyz). One small read, never a write."""
+    found = await call_read(readiness, service(request).rt.store)
+    return reply({**found, "version": wire.version()}, 200 if found["ready"] else 503)
 
 
 @routes.get("/status")

@@ -432,6 +432,9 @@ SELECT state, COUNT(*) AS n,
        SUM(CASE WHEN decided_by LIKE 'operator:%' THEN 1 ELSE 0 END) AS by_operator
 FROM proposals GROUP BY state;
 
+-- name: applied_migrations
+SELECT version FROM schema_migrations ORDER BY version;
+
 -- name: run_timings
 SELECT created_at, started_at, finished_at FROM runs
 ORDER BY created_at DESC, run_id DESC LIMIT :limit;
