@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from aiohttp import web
 from multidict import MultiMapping
 
-from engine.core.paging import MAX_CURSOR
+from engine.core.paging import MAX_CURSOR, run_cursor
 from engine.errors import BadRequest
 
 MAX_LIMIT = 1000
@@ -179,6 +179,13 @@ def accepts(*params: Param) -> Callable[[ArgsHandler], Handler]:
         return checked
 
     return decorate
+
+
+def before(args: Args) -> tuple[str, str] | None:
+    """The `before` cursor of a page of runs, proposals or events, read (400
+    `bad_cursor` for a text no page gave)."""
+    text = args.text("before")
+    return None if text is None else run_cursor(text)
 
 
 def integer(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:

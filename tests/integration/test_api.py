@@ -382,7 +382,7 @@ def test_unknown_query_parameters_are_400_naming_them(
     assert answer["details"]["parameter"] == unknown
     assert f"'{unknown}'" in answer["message"]
     if path.startswith("/runs"):
-        assert answer["details"]["accepted"] == ["state", "limit"]
+        assert answer["details"]["accepted"] == ["loop", "state", "limit", "before"]
     if path.startswith("/inject"):
         assert nothing_written(api_serve, body["eventId"])
 

@@ -7,6 +7,7 @@ from aiohttp import web
 
 from engine.api import query, wire
 from engine.api.context import call_read, operator, reply, service, settings
+from engine.core.paging import EventQuery, RunQuery
 from engine.core.states import RunState
 from engine.service.doctor import PILEUP
 from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus
@@ -18,12 +19,18 @@ routes = web.RouteTableDef()
 
 
 @routes.get("/events")
-@query.accepts(query.limit_param(), query.Text("type", "only events of this type"))
+@query.accepts(
+    query.Text("loop", "only events of this loop"),
+    query.Text("type", "only events of this type"),
+    query.limit_param(),
+    query.cursor_param(),
+)
 async def list_events(request: web.Request, args: query.Args) -> web.Response:
+    """Newest first, a page at a time (docs/api.md#paging)."""
     operator(request)
-    engine = service(request)
-    found = await call_read(engine.events, args.number("limit"), args.text("type"))
-    return reply(wire.events(found))
+    found = EventQuery(args.text("loop"), args.text("type"), query.before(args))
+    page = await call_read(service(request).events_page, found, args.number("limit"))
+    return reply(wire.events(page))
 
 
 @routes.get("/events/{id:.+}")  # event ids may hold "/" (EVENT_ID_PATTERN)
@@ -45,14 +52,20 @@ async def explain(request: web.Request, _: query.Args) -> web.Response:
 
 @routes.get("/runs")
 @query.accepts(
-    query.Choice("state", "only runs in this state", RUN_STATES, "all"), query.limit_param()
+    query.Text("loop", "only runs of this loop"),
+    query.Choice("state", "only runs in this state", RUN_STATES, "all"),
+    query.limit_param(),
+    query.cursor_param(),
 )
 async def list_runs(request: web.Request, args: query.Args) -> web.Response:
+    """Newest first, a page at a time (docs/api.md#paging)."""
     operator(request)
     state = args.text("state")
-    limit = args.number("limit")
-    found = await call_read(service(request).runs, limit, None if state == "all" else state)
-    return reply(wire.runs(found))
+    found = RunQuery(
+        args.text("loop"), None if state == "all" else state, before=query.before(args)
+    )
+    page = await call_read(service(request).runs_page, found, args.number("limit"))
+    return reply(wire.runs(page))
 
 
 @routes.get("/runs/{id}")

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.api import query, wire
 from engine.api.bodies import model_body, parse_json, read_body
 from engine.api.context import call, call_read, operator, reply, service, settings, wake
+from engine.core.paging import ProposalQuery
 from engine.core.states import FindingStatus, ProposalState
 
 PROPOSAL_STATES = frozenset({*(s.value for s in ProposalState), "all"})
@@ -28,14 +29,18 @@ class RejectBody(BaseModel):
 
 @routes.get("/proposals")
 @query.accepts(
+    query.Text("loop", "only proposals of this loop"),
     query.Choice("state", "only proposals in this state", PROPOSAL_STATES, "open"),
     query.limit_param(),
+    query.cursor_param(),
 )
 async def list_proposals(request: web.Request, args: query.Args) -> web.Response:
+    """Newest first, a page at a time (docs/api.md#paging)."""
     operator(request)
-    state, limit = args.text("state"), args.number("limit")
-    found = await call_read(service(request).proposals, limit, None if state == "all" else state)
-    return reply(wire.proposals(found))
+    state = args.text("state")
+    found = ProposalQuery(args.text("loop"), None if state == "all" else state, query.before(args))
+    page = await call_read(service(request).proposals_page, found, args.number("limit"))
+    return reply(wire.proposals(page))
 
 
 @routes.get("/proposals/{id}")
