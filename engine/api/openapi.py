@@ -25,10 +25,13 @@ from engine.api import query, schema
 from engine.api.bodies import MAX_BATCH
 from engine.api.routes.operate import ApproveBody, CancelBody, DecideFindingBody, RejectBody
 from engine.api.routes.schedules import PauseBody, ResumeBody
-from engine.api.wire import version
 from engine.core.envelope import Envelope
 
 REF = "#/components/schemas/{model}"
+# The version of the API this document describes (OpenAPI's `info.version`), not the
+# engine's: it changes when a route changes incompatibly. The engine's version is in
+# `GET /healthz` and `GET /status`.
+API_VERSION = "1"
 
 # Why a route refuses, by status (each answered with the Error body).
 WHY = {
@@ -221,7 +224,7 @@ def document(app: web.Application) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {
             "title": "engine",
-            "version": version(),
+            "version": API_VERSION,
             "description": "The engine's JSON API (docs/api.md). Operator routes take "
             "`Authorization: Bearer <token>` (ENGINE_OPERATOR_TOKEN).",
         },
