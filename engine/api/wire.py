@@ -7,6 +7,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
+from engine.core.paging import Page
 from engine.core.records import (
     EventRecord,
     JournalEntry,
@@ -34,16 +35,17 @@ def event_detail(found: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def events(values: list[EventRecord]) -> dict[str, Any]:
-    return {"events": records(values)}
+def events(page: Page[EventRecord]) -> dict[str, Any]:
+    """A page of events (docs/api.md#paging): `next` is the cursor of the older ones."""
+    return {"events": records(page.items), "next": page.next}
 
 
-def proposals(values: list[ProposalRecord]) -> dict[str, Any]:
-    return {"proposals": records(values)}
+def proposals(page: Page[ProposalRecord]) -> dict[str, Any]:
+    return {"proposals": records(page.items), "next": page.next}
 
 
-def runs(values: list[RunRecord]) -> dict[str, Any]:
-    return {"runs": records(values)}
+def runs(page: Page[RunRecord]) -> dict[str, Any]:
+    return {"runs": records(page.items), "next": page.next}
 
 
 def journal(entries: list[JournalEntry], after: int) -> dict[str, Any]:

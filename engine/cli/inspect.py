@@ -4,6 +4,7 @@ the same Service the HTTP API uses. `--json` prints the API's documents."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,8 +16,9 @@ from engine.cli.common import add_db_option, add_json_option, add_rules_options,
 from engine.cli.render import Column, fields, guarded, output, table
 from engine.core.decisions import Entity
 from engine.core.explain import tree as explain_tree
+from engine.core.paging import EventQuery, RunQuery, run_cursor
 from engine.core.states import RunState
-from engine.errors import NotFound
+from engine.errors import BadRequest, NotFound
 from engine.service import Service
 
 EPILOG = """\
@@ -51,6 +53,36 @@ def parser_for(sub: Any, name: str, summary: str, description: str) -> argparse.
     return p
 
 
+def cursor(text: str) -> tuple[str, str]:
+    try:
+        return run_cursor(text)
+    except BadRequest as err:
+        raise argparse.ArgumentTypeError(err.message) from None
+
+
+def add_paging(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--loop`, `--limit` and `--before`: a page of a listing (docs/cli.md#paging)."""
+    parser.add_argument("--loop", metavar="LOOP", help=f"only {what} of this loop")
+    parser.add_argument("--limit", type=positive, default=50, help="(default: %(default)s)")
+    parser.add_argument(
+        "--before",
+        metavar="CURSOR",
+        type=cursor,
+        help="the page after the one whose `more:` line (or JSON `next`) gave CURSOR",
+    )
+
+
+def more(command: str, args: argparse.Namespace, page: dict[str, Any], *flags: str) -> None:
+    """After a page's table: the command that shows the next page, when there is one
+    (the filters given, then `--before` the page's `next`)."""
+    if page["next"] is None:
+        return
+    given = [f"--{f} {shlex.quote(str(v))}" for f in flags if (v := getattr(args, f)) is not None]
+    if args.limit != 50:
+        given.append(f"--limit {args.limit}")
+    print(" ".join(["more: engine", command, *given, "--before", page["next"]]))
+
+
 @contextmanager
 def opened(args: argparse.Namespace) -> Iterator[Service]:
     """The service over an existing database (never creates one), opened without
@@ -70,14 +102,14 @@ def register(sub: Any) -> None:
     p = parser_for(sub, "runs", "list runs, or show one", "List runs, newest first, or show one.")
     p.add_argument("id", nargs="?", metavar="ID", help="show this run")
     p.add_argument("--state", choices=RUN_STATES, default="all", help="(default: %(default)s)")
-    p.add_argument("--limit", type=positive, default=50, help="(default: %(default)s)")
+    add_paging(p, "runs")
     add_db_options(p)
     p.set_defaults(handler=guarded(run_runs))
 
     p = parser_for(sub, "events", "list admitted events, or show one", EVENTS)
     p.add_argument("id", nargs="?", metavar="ID", help="show this event")
     p.add_argument("--type", metavar="TYPE", help="only events of this type")
-    p.add_argument("--limit", type=positive, default=50, help="(default: %(default)s)")
+    add_paging(p, "events")
     add_db_options(p)
     p.set_defaults(handler=guarded(run_events))
 
@@ -148,8 +180,11 @@ def run_runs(args: argparse.Namespace) -> int:
             run = wire.record(service.run(args.id))
             return output({"run": run}, args.json, lambda: fields(run, f"run {args.id}"))
         state = None if args.state == "all" else args.state
-        doc = wire.runs(service.runs(args.limit, state))
-        return output(doc, args.json, lambda: table(doc["runs"], RUN_COLUMNS, "no runs"))
+        doc = wire.runs(
+            service.runs_page(RunQuery(args.loop, state, before=args.before), args.limit)
+        )
+        shown = [*(("state",) if state else ()), "loop"]
+        return output(doc, args.json, lambda: _paged(doc, "runs", RUN_COLUMNS, args, shown))
 
 
 def run_events(args: argparse.Namespace) -> int:
@@ -157,8 +192,21 @@ def run_events(args: argparse.Namespace) -> int:
         if args.id:
             doc = wire.event_detail(service.event(args.id))
             return output(doc, args.json, lambda: _show_event(doc))
-        found = wire.events(service.events(args.limit, args.type))
-        return output(found, args.json, lambda: table(found["events"], EVENT_COLUMNS, "no events"))
+        query = EventQuery(args.loop, args.type, args.before)
+        found = wire.events(service.events_page(query, args.limit))
+        shown = ["loop", "type"]
+        return output(found, args.json, lambda: _paged(found, "events", EVENT_COLUMNS, args, shown))
+
+
+def _paged(
+    doc: dict[str, Any],
+    what: str,
+    columns: list[Column],
+    args: argparse.Namespace,
+    flags: list[str],
+) -> None:
+    table(doc[what], columns, f"no {what}")
+    more(what, args, doc, *flags)
 
 
 def _show_event(doc: dict[str, Any]) -> None:

@@ -9,9 +9,10 @@ import getpass
 from typing import Any
 
 from engine.api import wire
-from engine.cli.inspect import add_db_options, opened, parser_for, positive
+from engine.cli.inspect import add_db_options, add_paging, more, opened, parser_for
 from engine.cli.render import Column, fields, guarded, output, table
 from engine.core.decisions import operator_actor, operator_name_problem
+from engine.core.paging import ProposalQuery
 from engine.core.states import ProposalState
 from engine.errors import BadRequest
 
@@ -36,7 +37,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--state", choices=STATES, default=ProposalState.OPEN.value, help="(default: %(default)s)"
     )
-    p.add_argument("--limit", type=positive, default=50, help="(default: %(default)s)")
+    add_paging(p, "proposals")
     add_db_options(p)
     p.set_defaults(handler=guarded(run_proposals))
 
@@ -110,9 +111,15 @@ def run_proposals(args: argparse.Namespace) -> int:
             found = wire.record(service.proposal(args.id))
             return output({"proposal": found}, args.json, lambda: fields(found, "proposal"))
         state = None if args.state == "all" else args.state
-        doc = wire.proposals(service.proposals(args.limit, state))
+        query = ProposalQuery(args.loop, state, args.before)
+        doc = wire.proposals(service.proposals_page(query, args.limit))
         empty = f"no {args.state} proposals" if args.state != "all" else "no proposals"
-        return output(doc, args.json, lambda: table(doc["proposals"], COLUMNS, empty))
+
+        def human() -> None:
+            table(doc["proposals"], COLUMNS, empty)
+            more("proposals", args, doc, *(("state",) if args.state != "open" else ()), "loop")
+
+        return output(doc, args.json, human)
 
 
 def run_approve(args: argparse.Namespace) -> int:

@@ -1,8 +1,8 @@
-"""Filtered, cursor-paged reads of the runs and the journal, newest first: the filters
-(`RunQuery`, `JournalQuery`), one page of results (`Page`) and the cursor text that
-asks for the next, older, page. A cursor is opaque to its caller: it is what
-`next` gave, passed back as it was (it is URL-safe, for `?before=`); anything else is
-a `BadRequest` whose reason is `bad_cursor`."""
+"""Filtered, cursor-paged reads of the runs, proposals, events and the journal, newest
+first: the filters (`RunQuery`, `ProposalQuery`, `EventQuery`, `JournalQuery`), one page
+of results (`Page`) and the cursor text that asks for the next, older, page. A cursor is
+opaque to its caller: it is what `next` gave, passed back as it was (it is URL-safe, for
+`?before=`); anything else is a `BadRequest` whose reason is `bad_cursor`."""
 
 from __future__ import annotations
 
@@ -39,6 +39,24 @@ class RunQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class ProposalQuery:
+    """Which proposals a page holds; every filter given must hold (None: any)."""
+
+    loop: str | None = None
+    state: str | None = None
+    before: tuple[str, str] | None = None  # strictly older than (created_at, proposal_id)
+
+
+@dataclass(frozen=True, slots=True)
+class EventQuery:
+    """Which admitted events a page holds; every filter given must hold (None: any)."""
+
+    loop: str | None = None
+    type: str | None = None
+    before: tuple[str, str] | None = None  # strictly older than (admitted_at, event_id)
+
+
+@dataclass(frozen=True, slots=True)
 class JournalQuery:
     """Which journal entries a page holds; every filter given must hold (None: any).
     An entry is about loop L when its entity is the loop L itself, or an event, an
@@ -63,7 +81,9 @@ class Page(Generic[T]):
 
 
 def run_cursor_text(created_at: str, run_id: str) -> str:
-    """The cursor of the runs older than (created_at, run_id)."""
+    """The cursor of the runs older than (created_at, run_id); the proposals' and the
+    events' cursors are the same kind of text, of (created_at, proposal_id) and
+    (admitted_at, event_id)."""
     raw = json.dumps([created_at, run_id], separators=(",", ":"), ensure_ascii=False).encode()
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 

@@ -4,14 +4,16 @@ synchronous (the store is); async callers run them in a thread."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.core.envelope import Envelope
 from engine.core.paging import (
+    EventQuery,
     JournalQuery,
     Page,
+    ProposalQuery,
     RunQuery,
     journal_cursor_text,
     page_limit,
@@ -323,6 +325,20 @@ class Service:
         cursor = run_cursor_text(last.created_at, last.run_id) if more and last else None
         return Page(items, cursor)
 
+    def proposals_page(self, query: ProposalQuery, limit: int = 50) -> Page[ProposalRecord]:
+        """A page of proposals, newest first; `next` asks for the older ones (its
+        text read back by engine.core.paging.run_cursor), None at the end."""
+        with self.rt.store.read() as tx:
+            found = tx.page_proposals(query, page_limit(limit) + 1)
+        return _keyed_page(found, limit, lambda p: (p.created_at, p.proposal_id))
+
+    def events_page(self, query: EventQuery, limit: int = 50) -> Page[EventRecord]:
+        """A page of admitted events, newest first; `next` asks for the older ones (its
+        text read back by engine.core.paging.run_cursor), None at the end."""
+        with self.rt.store.read() as tx:
+            found = tx.page_events(query, page_limit(limit) + 1)
+        return _keyed_page(found, limit, lambda e: (e.admitted_at, e.event_id))
+
     def journal_page(self, query: JournalQuery, limit: int = 100) -> Page[JournalEntry]:
         """A page of the journal, newest first; `next` asks for the older entries
         (engine.store.ports.journal_cursor reads it back), None at the end."""
@@ -338,3 +354,13 @@ class Service:
         counts of its lifecycle diagrams."""
         with self.rt.store.read() as tx:
             return tx.loop_state_counts(loop)
+
+
+R = TypeVar("R")
+
+
+def _keyed_page(found: list[R], limit: int, key: Callable[[R], tuple[str, str]]) -> Page[R]:
+    """The first `limit` of `found` (read with one more than `limit`, to tell whether
+    more exist), and the cursor after the last of them when more do."""
+    items = found[:limit]
+    return Page(items, run_cursor_text(*key(items[-1])) if len(found) > limit else None)

@@ -1,14 +1,15 @@
-"""The in-memory store's pages (`engine.core.paging`) and a loop's counts per state, as
-`sql/queries.sql` has them: newest first, each filter given held, strictly older than
-the cursor. A journal entry's loop is taken when it is written (`journal_loop`), from
-the row it names as that row is stored then, as the SQL stores' `append_journal` does."""
+"""The in-memory store's pages (`engine.core.paging`: runs, proposals, events and the
+journal) and a loop's counts per state, as `sql/queries.sql` has them: newest first,
+each filter given held, strictly older than the cursor. A journal entry's loop is taken
+when it is written (`journal_loop`), from the row it names as that row is stored then,
+as the SQL stores' `append_journal` does."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from engine.core.paging import JournalQuery, RunQuery
-from engine.core.records import JournalEntry, RunRecord
+from engine.core.paging import EventQuery, JournalQuery, ProposalQuery, RunQuery
+from engine.core.records import EventRecord, JournalEntry, ProposalRecord, RunRecord
 from engine.store.memory_index import EMPTY, Grouped
 from engine.store.memory_lifecycle import LifecycleTx
 from engine.store.memory_tables import take
@@ -45,6 +46,14 @@ class PagesTx(LifecycleTx):
         found = [r for r in self._runs_in(states, loops) if _run_holds(query, r)]
         return take(sorted(found, key=lambda r: (r.created_at, r.run_id), reverse=True), limit)
 
+    def page_proposals(self, query: ProposalQuery, limit: int) -> list[ProposalRecord]:
+        found = [p for p in self._tables.proposals.values() if _proposal_holds(query, p)]
+        return take(sorted(found, key=lambda p: (p.created_at, p.proposal_id), reverse=True), limit)
+
+    def page_events(self, query: EventQuery, limit: int) -> list[EventRecord]:
+        found = [e for e in self._tables.events.values() if _event_holds(query, e)]
+        return take(sorted(found, key=lambda e: (e.admitted_at, e.event_id), reverse=True), limit)
+
     def page_journal(self, query: JournalQuery, limit: int) -> list[JournalEntry]:
         found = (e for e in self._journal_newest(query) if _entry_holds(query, e))
         return take(found, limit)
@@ -74,6 +83,22 @@ def _run_holds(q: RunQuery, r: RunRecord) -> bool:
         and (q.since is None or r.created_at >= q.since)
         and (q.until is None or r.created_at < q.until)
         and (q.before is None or (r.created_at, r.run_id) < q.before)
+    )
+
+
+def _proposal_holds(q: ProposalQuery, p: ProposalRecord) -> bool:
+    return (
+        (q.loop is None or p.loop == q.loop)
+        and (q.state is None or p.state == q.state)
+        and (q.before is None or (p.created_at, p.proposal_id) < q.before)
+    )
+
+
+def _event_holds(q: EventQuery, e: EventRecord) -> bool:
+    return (
+        (q.loop is None or e.loop == q.loop)
+        and (q.type is None or e.type == q.type)
+        and (q.before is None or (e.admitted_at, e.event_id) < q.before)
     )
 
 

@@ -26,8 +26,10 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from engine.core.paging import (
+    EventQuery,
     JournalQuery,
     Page,
+    ProposalQuery,
     RunQuery,
     journal_cursor,
     journal_cursor_text,
@@ -70,6 +72,12 @@ class EventsView(Protocol):
 
     def list_events(self, limit: int, type: str | None = None) -> list[EventRecord]:
         """Newest first."""
+
+    def page_events(self, query: EventQuery, limit: int) -> list[EventRecord]:
+        """At most `limit` events that hold every filter of `query`, newest first
+        (admitted_at, then event_id, descending); with `query.before`, only those
+        strictly older than that (admitted_at, event_id), so pages read one after the
+        other from the last row of each give every event once."""
 
     def unplanned_events(self, limit: int) -> list[EventRecord]:
         """Admitted and not yet planned, oldest first."""
@@ -217,6 +225,12 @@ class ProposalsView(Protocol):
     def get_proposal(self, proposal_id: str) -> ProposalRecord | None: ...
 
     def list_proposals(self, limit: int, state: str | None = None) -> list[ProposalRecord]: ...
+
+    def page_proposals(self, query: ProposalQuery, limit: int) -> list[ProposalRecord]:
+        """At most `limit` proposals that hold every filter of `query`, newest first
+        (created_at, then proposal_id, descending); with `query.before`, only those
+        strictly older than that (created_at, proposal_id), so pages read one after
+        the other from the last row of each give every proposal once."""
 
     def stale_proposals(self, before: str, limit: int) -> list[ProposalRecord]:
         """Open proposals created before `before`, oldest first."""

@@ -11,7 +11,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from engine.core.paging import JournalQuery, RunQuery
+from engine.core.paging import EventQuery, JournalQuery, ProposalQuery, RunQuery
 from engine.core.records import (
     DecisionRecord,
     DeliveryRecord,
@@ -111,6 +111,16 @@ RUN_FILTERS = {
     "since": "created_at >= :since",
     "until": "created_at < :until",
     "before": "(created_at, run_id) < (:before_at, :before_id)",
+}
+PROPOSAL_FILTERS = {
+    "loop": "loop = :loop",
+    "state": "state = :state",
+    "before": "(created_at, proposal_id) < (:before_at, :before_id)",
+}
+EVENT_FILTERS = {
+    "loop": "loop = :loop",
+    "type": "type = :type",
+    "before": "(admitted_at, event_id) < (:before_at, :before_id)",
 }
 JOURNAL_FILTERS = {
     "loop": "loop = :loop",
@@ -911,6 +921,34 @@ class SqlTx:
             limit=limit,
         )
         return [_run(r) for r in rows]
+
+    def page_proposals(self, query: ProposalQuery, limit: int) -> list[ProposalRecord]:
+        at, ident = query.before or (None, None)
+        rows = self._page(
+            "page_proposals",
+            PROPOSAL_FILTERS,
+            query,
+            loop=query.loop,
+            state=query.state,
+            before_at=at,
+            before_id=ident,
+            limit=limit,
+        )
+        return [_proposal(r) for r in rows]
+
+    def page_events(self, query: EventQuery, limit: int) -> list[EventRecord]:
+        at, ident = query.before or (None, None)
+        rows = self._page(
+            "page_events",
+            EVENT_FILTERS,
+            query,
+            loop=query.loop,
+            type=query.type,
+            before_at=at,
+            before_id=ident,
+            limit=limit,
+        )
+        return [_event(r) for r in rows]
 
     def page_journal(self, query: JournalQuery, limit: int) -> list[JournalEntry]:
         rows = self._page(

@@ -358,6 +358,41 @@ def test_bad_query_parameters_are_400(api_serve: Any) -> None:
         assert status == 400 and answer["details"]["reason"] == "bad_query"
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/runs?limit=5&loops=nightly"),
+        ("GET", "/events/nope?verbose=1"),
+        ("GET", "/status?pileup=3&x="),
+        ("GET", "/healthz?probe"),
+        ("POST", "/proposals/nope/approve?force=yes"),
+        ("POST", "/inject?dry=1"),
+    ],
+)
+def test_unknown_query_parameters_are_400_naming_them(
+    api_serve: Any, method: str, path: str
+) -> None:
+    """A query parameter a JSON route does not take is refused before anything is read or
+    written: a 400 `bad_query` naming it and listing the ones the route takes."""
+    token = api_serve.token("alice")
+    body = envelope() if path.startswith("/inject") else ({} if method == "POST" else None)
+    status, answer = api_serve.request(method, path, body, token=token)
+    unknown = path.rsplit("&", 1)[-1].split("?")[-1].split("=")[0]
+    assert status == 400 and answer["details"]["reason"] == "bad_query", answer
+    assert answer["details"]["parameter"] == unknown
+    assert f"'{unknown}'" in answer["message"]
+    if path.startswith("/runs"):
+        assert answer["details"]["accepted"] == ["loop", "state", "limit", "before"]
+    if path.startswith("/inject"):
+        assert nothing_written(api_serve, body["eventId"])
+
+
+def test_a_query_parameter_given_twice_is_400(api_serve: Any) -> None:
+    """`?limit=1&limit=2` is ambiguous: refused rather than one of them picked."""
+    status, answer = api_serve.request("GET", "/runs?limit=1&limit=2", token=api_serve.token("bob"))
+    assert status == 400 and answer["details"] == {"reason": "bad_query", "parameter": "limit"}
+
+
 def test_auto_route_never_names_an_operator(api_serve: Any) -> None:
     """An auto-approved route runs with `system` in its proposal, run and journal records,
     and no record names an operator."""

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from engine.api.routes import github, inspect, intake, operate, schedules
+from engine.api.routes import docs, github, inspect, intake, operate, schedules
 
-ROUTES = (intake.routes, github.routes, operate.routes, inspect.routes, schedules.routes)
+ROUTES = (
+    intake.routes,
+    github.routes,
+    operate.routes,
+    inspect.routes,
+    schedules.routes,
+    docs.routes,
+)
 
 __all__ = ["ROUTES"]

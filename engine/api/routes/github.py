@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from engine.api import query
 from engine.api.auth import OPERATOR_HEADER, inject_actor, is_loopback
 from engine.api.bodies import json_text, parse_json, read_body
 from engine.api.context import INLINE_BYTES, admit, call, reply, service, settings
@@ -49,7 +50,8 @@ routes = web.RouteTableDef()
 
 
 @routes.post("/github")
-async def post_github(request: web.Request) -> web.Response:
+@query.accepts()
+async def post_github(request: web.Request, _: query.Args) -> web.Response:
     """A delivery from GitHub: 401 unless signed over its raw bytes by a configured
     secret; nothing is parsed before the signature holds."""
     config = settings(request)
@@ -67,7 +69,8 @@ async def post_github(request: web.Request) -> web.Response:
 
 
 @routes.post("/github/replay")
-async def post_github_replay(request: web.Request) -> web.Response:
+@query.accepts()
+async def post_github_replay(request: web.Request, _: query.Args) -> web.Response:
     """A saved delivery replayed from this host (`engine github replay`), unsigned."""
     if not is_loopback(request.remote):
         peer = request.remote or "an unknown peer"

@@ -8,6 +8,7 @@ from aiohttp import web
 from engine.api import query, wire
 from engine.api.context import call_read, operator, reply, service, settings
 from engine.api.observe import OBSERVED
+from engine.core.paging import EventQuery, RunQuery
 from engine.core.states import RunState
 from engine.service.doctor import PILEUP
 from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus, scrape
@@ -20,15 +21,23 @@ routes = web.RouteTableDef()
 
 
 @routes.get("/events")
-async def list_events(request: web.Request) -> web.Response:
+@query.accepts(
+    query.Text("loop", "only events of this loop"),
+    query.Text("type", "only events of this type"),
+    query.limit_param(),
+    query.cursor_param(),
+)
+async def list_events(request: web.Request, args: query.Args) -> web.Response:
+    """Newest first, a page at a time (docs/api.md#paging)."""
     operator(request)
-    limit = query.limit(request.query)
-    found = await call_read(service(request).events, limit, query.text(request.query, "type"))
-    return reply(wire.events(found))
+    found = EventQuery(args.text("loop"), args.text("type"), query.before(args))
+    page = await call_read(service(request).events_page, found, args.number("limit"))
+    return reply(wire.events(page))
 
 
 @routes.get("/events/{id:.+}")  # event ids may hold "/" (EVENT_ID_PATTERN)
-async def show_event(request: web.Request) -> web.Response:
+@query.accepts()
+async def show_event(request: web.Request, _: query.Args) -> web.Response:
     """The event with its decision and occurrence state."""
     operator(request)
     found = await call_read(service(request).event, request.match_info["id"])
@@ -36,43 +45,58 @@ async def show_event(request: web.Request) -> web.Response:
 
 
 @routes.get("/explain/{id:.+}")  # event ids may hold "/"; a slot is LOOP@TIME
-async def explain(request: web.Request) -> web.Response:
+@query.accepts()
+async def explain(request: web.Request, _: query.Args) -> web.Response:
     """The causal chain of an event, both ways (docs/explain.md)."""
     operator(request)
     return reply(await call_read(service(request).explain, request.match_info["id"]))
 
 
 @routes.get("/runs")
-async def list_runs(request: web.Request) -> web.Response:
+@query.accepts(
+    query.Text("loop", "only runs of this loop"),
+    query.Choice("state", "only runs in this state", RUN_STATES, "all"),
+    query.limit_param(),
+    query.cursor_param(),
+)
+async def list_runs(request: web.Request, args: query.Args) -> web.Response:
+    """Newest first, a page at a time (docs/api.md#paging)."""
     operator(request)
-    state = query.choice(request.query, "state", RUN_STATES, "all")
-    limit = query.limit(request.query)
-    found = await call_read(service(request).runs, limit, None if state == "all" else state)
-    return reply(wire.runs(found))
+    state = args.text("state")
+    found = RunQuery(
+        args.text("loop"), None if state == "all" else state, before=query.before(args)
+    )
+    page = await call_read(service(request).runs_page, found, args.number("limit"))
+    return reply(wire.runs(page))
 
 
 @routes.get("/runs/{id}")
-async def show_run(request: web.Request) -> web.Response:
+@query.accepts()
+async def show_run(request: web.Request, _: query.Args) -> web.Response:
     operator(request)
     found = await call_read(service(request).run, request.match_info["id"])
     return reply({"run": wire.record(found)})
 
 
 @routes.get("/journal")
-async def list_journal(request: web.Request) -> web.Response:
+@query.accepts(
+    query.Integer("after", "only entries with a higher sequence number", 0, 0, 2**62),
+    query.limit_param(100),
+    query.Choice("entity", "only entries about this kind of entity", JOURNAL_ENTITIES),
+    query.Text("entityId", "only entries about the entity with this id"),
+)
+async def list_journal(request: web.Request, args: query.Args) -> web.Response:
     """Oldest first after `after` (a sequence number); `next` continues the page."""
     operator(request)
-    q = request.query
-    after = query.integer(q, "after", 0, 0, 2**62)
-    limit = query.integer(q, "limit", 100, 1, query.MAX_LIMIT)
-    entity = query.choice(q, "entity", JOURNAL_ENTITIES, None)
-    entity_id = query.text(q, "entityId")
+    after, limit = args.number("after"), args.number("limit")
+    entity, entity_id = args.text("entity"), args.text("entityId")
     found = await call_read(service(request).journal, limit, after, entity, entity_id)
     return reply(wire.journal(found, after))
 
 
 @routes.get("/metrics")
-async def metrics_text(request: web.Request) -> web.Response:
+@query.accepts()
+async def metrics_text(request: web.Request, _: query.Args) -> web.Response:
     """The audit figures, loop timestamps, run histograms and this process's HTTP and
     runtime-loop metrics in the Prometheus text format (docs/observability.md#metrics;
     operator token: loop names and volumes are an operator's business)."""
@@ -83,7 +107,8 @@ async def metrics_text(request: web.Request) -> web.Response:
 
 
 @routes.get("/healthz")
-async def healthz(request: web.Request) -> web.Response:
+@query.accepts()
+async def healthz(request: web.Request, _: query.Args) -> web.Response:
     """Liveness for supervisors and load balancers: open to anyone, touches neither the
     database nor the rules; 200 while the process answers HTTP (docs/api.md#get-healthz).
     `/status` stays the doctor."""
@@ -91,7 +116,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 @routes.get("/readyz")
-async def readyz(request: web.Request) -> web.Response:
+@query.accepts()
+async def readyz(request: web.Request, _: query.Args) -> web.Response:
     """Readiness for supervisors and load balancers: open to anyone; 200 when the
     database answers and its migrations are this engine's, else 503 with the reason
     (docs/api.md#get-readyz). One small read, never a write."""
@@ -100,11 +126,14 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 @routes.get("/status")
-async def status(request: web.Request) -> web.Response:
+@query.accepts(
+    query.Integer("pileup", "the doctor's pile-up threshold (open proposals)", PILEUP, 0, 100_000)
+)
+async def status(request: web.Request, args: query.Args) -> web.Response:
     """Open to anyone: counts, the rules digest, the version and the doctor's findings
     (`?pileup=N`, default 3); never a secret."""
     config = settings(request)
-    pileup = query.integer(request.query, "pileup", PILEUP, 0, 100_000)
+    pileup = args.number("pileup")
     found = await call_read(service(request).status)
     doctor = await call_read(service(request).doctor, pileup)
     return reply(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from engine.api import signing
+from engine.api import query, signing
 from engine.api.auth import OPERATOR_HEADER, inject_actor, require_loopback
 from engine.api.bodies import envelopes, parse_json, read_body
 from engine.api.context import admit, reply, settings
@@ -27,7 +27,8 @@ async def _admit(request: web.Request, body: bytes, actor: str) -> web.Response:
 
 
 @routes.post("/events")
-async def post_events(request: web.Request) -> web.Response:
+@query.accepts()
+async def post_events(request: web.Request, _: query.Args) -> web.Response:
     """Signed envelopes from another system; the journal names them `bridge`."""
     config = settings(request)
     body = await read_body(request, config.body_limit)
@@ -43,7 +44,8 @@ async def post_events(request: web.Request) -> web.Response:
 
 
 @routes.post("/inject")
-async def post_inject(request: web.Request) -> web.Response:
+@query.accepts()
+async def post_inject(request: web.Request, _: query.Args) -> web.Response:
     """Unsigned envelopes from this host (the `engine inject` command)."""
     require_loopback(request.remote)
     headers = request.headers

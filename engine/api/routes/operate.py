@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.api import query, wire
 from engine.api.bodies import model_body, parse_json, read_body
 from engine.api.context import call, call_read, operator, reply, service, settings, wake
+from engine.core.paging import ProposalQuery
 from engine.core.states import FindingStatus, ProposalState
 
 PROPOSAL_STATES = frozenset({*(s.value for s in ProposalState), "all"})
@@ -27,27 +28,36 @@ class RejectBody(BaseModel):
 
 
 @routes.get("/proposals")
-async def list_proposals(request: web.Request) -> web.Response:
+@query.accepts(
+    query.Text("loop", "only proposals of this loop"),
+    query.Choice("state", "only proposals in this state", PROPOSAL_STATES, "open"),
+    query.limit_param(),
+    query.cursor_param(),
+)
+async def list_proposals(request: web.Request, args: query.Args) -> web.Response:
+    """Newest first, a page at a time (docs/api.md#paging)."""
     operator(request)
-    state = query.choice(request.query, "state", PROPOSAL_STATES, "open")
-    limit = query.limit(request.query)
-    found = await call_read(service(request).proposals, limit, None if state == "all" else state)
-    return reply(wire.proposals(found))
+    state = args.text("state")
+    found = ProposalQuery(args.text("loop"), None if state == "all" else state, query.before(args))
+    page = await call_read(service(request).proposals_page, found, args.number("limit"))
+    return reply(wire.proposals(page))
 
 
 @routes.get("/proposals/{id}")
-async def show_proposal(request: web.Request) -> web.Response:
+@query.accepts()
+async def show_proposal(request: web.Request, _: query.Args) -> web.Response:
     operator(request)
     found = await call_read(service(request).proposal, request.match_info["id"])
     return reply({"proposal": wire.record(found)})
 
 
 @routes.get("/proposals/{id}/review")
-async def review_proposal(request: web.Request) -> web.Response:
+@query.accepts(query.Integer("lastRuns", "how many of the loop's last runs to show", 5, 0, 100))
+async def review_proposal(request: web.Request, args: query.Args) -> web.Response:
     """What a person needs to decide the proposal (docs/runtime.md#reviewing-a-proposal):
     the inbox's data, as JSON."""
     operator(request)
-    runs = query.integer(request.query, "lastRuns", 5, 0, 100)
+    runs = args.number("lastRuns")
     return reply(await call_read(service(request).review, request.match_info["id"], runs))
 
 
@@ -56,7 +66,8 @@ async def _json_body(request: web.Request) -> object:
 
 
 @routes.post("/proposals/{id}/approve")
-async def approve(request: web.Request) -> web.Response:
+@query.accepts()
+async def approve(request: web.Request, _: query.Args) -> web.Response:
     """Approve and queue the run; 409 when already decided, 403 for a non-human on a
     human-only proposal."""
     actor = operator(request)
@@ -67,7 +78,8 @@ async def approve(request: web.Request) -> web.Response:
 
 
 @routes.post("/proposals/{id}/reject")
-async def reject(request: web.Request) -> web.Response:
+@query.accepts()
+async def reject(request: web.Request, _: query.Args) -> web.Response:
     actor = operator(request)
     body = model_body(RejectBody, await _json_body(request))
     proposal = await call(service(request).reject, request.match_info["id"], actor, body.reason)
@@ -88,7 +100,8 @@ FINDING_STATUSES = frozenset({*FindingStatus, "all"})
 
 
 @routes.post("/runs/{id}/cancel")
-async def cancel_run(request: web.Request) -> web.Response:
+@query.accepts()
+async def cancel_run(request: web.Request, _: query.Args) -> web.Response:
     """An operator's cancel: 409 when the run already ended."""
     actor = operator(request)
     body = model_body(CancelBody, await _json_body(request))
@@ -97,11 +110,16 @@ async def cancel_run(request: web.Request) -> web.Response:
 
 
 @routes.get("/findings")
-async def list_findings(request: web.Request) -> web.Response:
+@query.accepts(
+    query.Choice(
+        "status", "only findings in this status", FINDING_STATUSES, FindingStatus.CANDIDATE
+    ),
+    query.Text("loop", "only findings of this loop"),
+    query.limit_param(),
+)
+async def list_findings(request: web.Request, args: query.Args) -> web.Response:
     operator(request)
-    status = query.choice(request.query, "status", FINDING_STATUSES, FindingStatus.CANDIDATE)
-    loop = query.text(request.query, "loop")
-    limit = query.limit(request.query)
+    status, loop, limit = args.text("status"), args.text("loop"), args.number("limit")
     found = await call_read(
         service(request).findings, limit, None if status == "all" else status, loop
     )
@@ -109,14 +127,16 @@ async def list_findings(request: web.Request) -> web.Response:
 
 
 @routes.get("/findings/{id}")
-async def show_finding(request: web.Request) -> web.Response:
+@query.accepts()
+async def show_finding(request: web.Request, _: query.Args) -> web.Response:
     operator(request)
     found = await call_read(service(request).finding, request.match_info["id"])
     return reply({"finding": wire.record(found)})
 
 
 @routes.post("/findings/{id}/promote")
-async def promote_finding(request: web.Request) -> web.Response:
+@query.accepts()
+async def promote_finding(request: web.Request, _: query.Args) -> web.Response:
     """Only a human promotes a finding: the token's operator is recorded."""
     actor = operator(request)
     body = model_body(DecideFindingBody, await _json_body(request))
@@ -126,7 +146,8 @@ async def promote_finding(request: web.Request) -> web.Response:
 
 
 @routes.post("/findings/{id}/dismiss")
-async def dismiss_finding(request: web.Request) -> web.Response:
+@query.accepts()
+async def dismiss_finding(request: web.Request, _: query.Args) -> web.Response:
     actor = operator(request)
     body = model_body(RejectBody, await _json_body(request))
     found = await call(service(request).dismiss, request.match_info["id"], actor, body.reason)
@@ -134,8 +155,9 @@ async def dismiss_finding(request: web.Request) -> web.Response:
 
 
 @routes.get("/shadow/{loop}")
-async def shadow_report(request: web.Request) -> web.Response:
+@query.accepts(query.Text("since", "only the shadow history since this ISO-8601 instant"))
+async def shadow_report(request: web.Request, args: query.Args) -> web.Response:
     operator(request)
-    since = query.text(request.query, "since") or ""
+    since = args.text("since") or ""
     report = await call_read(service(request).shadow_report, request.match_info["loop"], since)
     return reply(report)

@@ -9,6 +9,7 @@ from datetime import timedelta
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.api import query
 from engine.api.bodies import model_body, parse_json, read_body
 from engine.api.context import call, call_read, operator, reply, service, settings, wake
 from engine.core.ticks import slot_text
@@ -32,27 +33,32 @@ async def _json_body(request: web.Request) -> object:
 
 
 @routes.get("/schedules")
-async def list_schedules(request: web.Request) -> web.Response:
+@query.accepts()
+async def list_schedules(request: web.Request, _: query.Args) -> web.Response:
     operator(request)
     found = await call_read(service(request).schedules)
     return reply({"schedules": found})
 
 
 @routes.get("/schedules/{loop}")
-async def show_schedule(request: web.Request) -> web.Response:
+@query.accepts()
+async def show_schedule(request: web.Request, _: query.Args) -> web.Response:
     operator(request)
     found = await call_read(service(request).schedule, request.match_info["loop"])
     return reply({"schedule": found})
 
 
 @routes.get("/schedules/{loop}/slots")
-async def list_slots(request: web.Request) -> web.Response:
+@query.accepts(
+    query.Text("since", "from when: an ISO-8601 instant, `now`, or how long ago (`24h`)", 64)
+)
+async def list_slots(request: web.Request, args: query.Args) -> web.Response:
     """Due slots since `since` (ISO-8601, `now` or how long ago: `24h`; default 24h)
     and what happened to each: fired, skipped with a reason, or pending."""
     operator(request)
     engine = service(request)
     now = engine.rt.clock()
-    text = request.query.get("since")
+    text = args.text("since")
     since = parse_when(text, now) if text else now - timedelta(hours=24)
     loop = request.match_info["loop"]
     entry = await call_read(engine.schedule, loop)
@@ -62,7 +68,8 @@ async def list_slots(request: web.Request) -> web.Response:
 
 
 @routes.post("/schedules/{loop}/pause")
-async def pause(request: web.Request) -> web.Response:
+@query.accepts()
+async def pause(request: web.Request, _: query.Args) -> web.Response:
     """{note} (required); 409 when the loop is already paused."""
     actor = operator(request)
     body = model_body(PauseBody, await _json_body(request))
@@ -71,7 +78,8 @@ async def pause(request: web.Request) -> web.Response:
 
 
 @routes.post("/schedules/{loop}/resume")
-async def resume(request: web.Request) -> web.Response:
+@query.accepts()
+async def resume(request: web.Request, _: query.Args) -> web.Response:
     """{note} (optional); 409 when the loop is not paused."""
     actor = operator(request)
     body = model_body(ResumeBody, await _json_body(request))
@@ -80,7 +88,8 @@ async def resume(request: web.Request) -> web.Response:
 
 
 @routes.post("/schedules/{loop}/trigger")
-async def trigger(request: web.Request) -> web.Response:
+@query.accepts()
+async def trigger(request: web.Request, _: query.Args) -> web.Response:
     """Run now: admits `manual:<loop>:<id>` (202); 409 when the loop is paused."""
     actor = operator(request)
     found = await call(service(request).trigger, request.match_info["loop"], actor)

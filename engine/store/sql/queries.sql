@@ -510,6 +510,14 @@ SELECT * FROM deliveries ORDER BY received_at, event_id LIMIT :limit;
 SELECT * FROM runs WHERE 1 = 1 {where}
 ORDER BY created_at DESC, run_id DESC LIMIT :limit;
 
+-- name: page_proposals
+SELECT * FROM proposals WHERE 1 = 1 {where}
+ORDER BY created_at DESC, proposal_id DESC LIMIT :limit;
+
+-- name: page_events
+SELECT * FROM events WHERE 1 = 1 {where}
+ORDER BY admitted_at DESC, event_id DESC LIMIT :limit;
+
 -- name: page_journal
 SELECT * FROM journal WHERE 1 = 1 {where}
 ORDER BY seq DESC LIMIT :limit;
