@@ -7,6 +7,7 @@ import argparse
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from engine.api import wire
@@ -144,26 +145,29 @@ JOURNAL_COLUMNS: list[Column] = [
 
 def run_runs(args: argparse.Namespace) -> int:
     with opened(args) as service:
+        now = service.rt.clock()
         if args.id:
             run = wire.record(service.run(args.id))
-            return output({"run": run}, args.json, lambda: fields(run, f"run {args.id}"))
+            return output({"run": run}, args.json, lambda: fields(run, f"run {args.id}", now))
         state = None if args.state == "all" else args.state
         doc = wire.runs(service.runs(args.limit, state))
-        return output(doc, args.json, lambda: table(doc["runs"], RUN_COLUMNS, "no runs"))
+        return output(doc, args.json, lambda: table(doc["runs"], RUN_COLUMNS, "no runs", now))
 
 
 def run_events(args: argparse.Namespace) -> int:
     with opened(args) as service:
+        now = service.rt.clock()
         if args.id:
             doc = wire.event_detail(service.event(args.id))
-            return output(doc, args.json, lambda: _show_event(doc))
+            return output(doc, args.json, lambda: _show_event(doc, now))
         found = wire.events(service.events(args.limit, args.type))
-        return output(found, args.json, lambda: table(found["events"], EVENT_COLUMNS, "no events"))
+        rows = found["events"]
+        return output(found, args.json, lambda: table(rows, EVENT_COLUMNS, "no events", now))
 
 
-def _show_event(doc: dict[str, Any]) -> None:
-    fields(doc["event"], "event")
-    fields(doc["decision"], "decision")
+def _show_event(doc: dict[str, Any], now: datetime) -> None:
+    fields(doc["event"], "event", now)
+    fields(doc["decision"], "decision", now)
     print(f"occurrence: {doc['occurrence'] or '-'}")
 
 
@@ -175,6 +179,8 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def run_journal(args: argparse.Namespace) -> int:
     with opened(args) as service:
+        now = service.rt.clock()
         found = service.journal(args.limit, args.after, args.entity, args.entity_id)
         doc = wire.journal(found, args.after)
-        return output(doc, args.json, lambda: table(doc["entries"], JOURNAL_COLUMNS, "no records"))
+        rows = doc["entries"]
+        return output(doc, args.json, lambda: table(rows, JOURNAL_COLUMNS, "no records", now))
