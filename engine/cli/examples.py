@@ -32,9 +32,16 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "proposals": (
         "engine proposals",
         "engine proposals --state all --limit 10",
+        "engine proposals show prop-6b01c344dbe5827b",
     ),
-    "approve": ("engine approve prop-6b01c344dbe5827b --as alice --note 'looks right'",),
-    "reject": ("engine reject prop-c4b8874158675113 --as alice --reason 'not this week'",),
+    "approve": (
+        "engine approve prop-6b01c344dbe5827b --as alice --note 'looks right'",
+        "engine approve prop-6b01c344dbe5827b prop-c4b8874158675113 --as alice",
+    ),
+    "reject": (
+        "engine reject prop-c4b8874158675113 --as alice --reason 'not this week'",
+        "engine reject prop-6b01c344dbe5827b prop-c4b8874158675113 --reason duplicates",
+    ),
     "cancel": ("engine cancel run-43a598689aa612f1 --as alice --note 'being migrated'",),
     "findings": ("engine findings", "engine findings list --status all --loop triage"),
     "findings list": ("engine findings list", "engine findings list --status all --json"),
