@@ -58,6 +58,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "journal": (
         "engine journal",
         "engine journal --entity run --after 9 --limit 2 --json",
+        "engine journal --follow --entity run --interval 5",
     ),
     "explain": ("engine explain demo-1", "engine explain reaper@2026-11-30T03:00:00Z"),
     "simulate": (

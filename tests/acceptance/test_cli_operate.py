@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,3 +139,33 @@ def test_reject_several_ids_as_json_and_all_succeeding_exits_0(serve: Serve) -> 
         (False, "conflict"),
         (True, None),
     ]
+
+
+def test_journal_follow_prints_new_records_until_interrupted(serve: Serve) -> None:
+    """`engine journal --follow` prints the records written after it started, as they
+    are written, and Ctrl-C (SIGINT) ends it with exit 0 and no traceback."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
+    command = [sys.executable, "-m", "engine", "journal", "--follow", "--interval", "0.1"]
+    lines: queue.Queue[str] = queue.Queue()
+    with subprocess.Popen(
+        [*command, "--entity", "proposal", *serve.argv()],
+        cwd=ROOT,
+        env=base,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as follower:
+        reader = threading.Thread(target=lambda: [lines.put(x) for x in follower.stdout or ()])
+        reader.start()
+        try:
+            for service in ("first", "second"):  # the second once the first was printed
+                proposal, seen = proposed(serve, service), ""
+                while f" proposal {proposal} " not in seen:
+                    seen = lines.get(timeout=30)
+        finally:
+            follower.send_signal(signal.SIGINT)
+            code = follower.wait(30)
+            reader.join(30)
+        errors = follower.stderr.read() if follower.stderr else ""
+    assert re.fullmatch(rf"\d+ \S+Z proposal {proposal} opened system -> open: .*\n", seen)
+    assert code == 0 and "Traceback" not in errors

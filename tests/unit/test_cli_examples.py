@@ -67,3 +67,14 @@ def test_a_mistyped_command_is_answered_with_the_closest(
         main(argv)
     assert exited.value.code == USAGE
     assert capsys.readouterr().err == message + "\n"
+
+
+@pytest.mark.parametrize("interval", ["0", "-1", "soon", "3601"])
+def test_a_bad_follow_interval_is_a_usage_error(
+    interval: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`engine journal --follow --interval X` takes seconds from 0.05 to 3600 (exit 2)."""
+    with pytest.raises(SystemExit) as exited:
+        main(["journal", "--follow", "--interval", interval])
+    assert exited.value.code == USAGE
+    assert f"expected seconds from 0.05 to 3600, not '{interval}'" in capsys.readouterr().err
