@@ -67,7 +67,9 @@ def _definition(d: dict[str, Any] | None) -> list[str]:
     if d is None:
         return ["definition: - (not in the loaded registry)"]
     out = [f"definition {d['ref']}: {d['adapter']} adapter, timeout {d['timeout']}"]
-    if d["argvProblem"]:
+    if d["adapter"] != "command":
+        out.append(f"  argv        - (no command: the {d['adapter']} adapter does the work)")
+    elif d["argvProblem"]:
         out.append(f"  argv        - (the run would be refused: {d['argvProblem']})")
     elif d["argv"] is not None:
         out.append(f"  argv        {shlex.join(d['argv'])}")
