@@ -72,17 +72,17 @@ def grid(
     """The table of `rows` for a console `width` wide; ids never wrap (docs/cli.md#output)."""
     cells = [[cell(row.get(key), now) for _, key in columns] for row in rows]
     shown = fit(columns, cells, width)
-    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    drawn = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for i in shown:
         header, key = columns[i]
         if key in WHOLE:
             longest = max(len(header), *(len(row[i]) for row in cells))
-            grid.add_column(header, no_wrap=True, min_width=longest)
+            drawn.add_column(header, no_wrap=True, min_width=longest)
         else:
-            grid.add_column(header, overflow="fold")
+            drawn.add_column(header, overflow="fold")
     for row in cells:
-        grid.add_row(*(row[i] for i in shown))
-    return grid
+        drawn.add_row(*(row[i] for i in shown))
+    return drawn
 
 
 def table(
