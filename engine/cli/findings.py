@@ -106,15 +106,18 @@ def _parent_options_win(action: argparse.ArgumentParser) -> None:
 def run_list(args: argparse.Namespace) -> int:
     status = None if args.status == "all" else args.status
     with opened(args) as service:
+        now = service.rt.clock()
         found = wire.records(service.findings(args.limit, status, args.loop))
     doc = {"findings": found}
-    return output(doc, args.json, lambda: table(found, COLUMNS, f"no {args.status} findings"))
+    empty = f"no {args.status} findings"
+    return output(doc, args.json, lambda: table(found, COLUMNS, empty, now))
 
 
 def run_show(args: argparse.Namespace) -> int:
     with opened(args) as service:
+        now = service.rt.clock()
         found = wire.record(service.finding(args.id))
-    return output({"finding": found}, args.json, lambda: fields(found, "finding"))
+    return output({"finding": found}, args.json, lambda: fields(found, "finding", now))
 
 
 def run_decide(args: argparse.Namespace) -> int:

@@ -4,16 +4,20 @@ the same Service the HTTP API uses. `--json` prints the API's documents."""
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import textwrap
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from engine.api import wire
 from engine.bootstrap import database_exists, database_path, open_service
+from engine.cli import exits
 from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
-from engine.cli.render import Column, fields, guarded, output, table
+from engine.cli.render import Column, cell, fields, guarded, output, table
 from engine.core.decisions import Entity
 from engine.core.explain import tree as explain_tree
 from engine.core.paging import EventQuery, RunQuery, run_cursor
@@ -34,6 +38,16 @@ def positive(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 1000:
         raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1000, not '{text}'")
     return int(text)
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.05 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"expected seconds from 0.05 to 3600, not '{text}'")
+    return value
 
 
 def add_db_options(parser: argparse.ArgumentParser) -> None:
@@ -128,6 +142,19 @@ def register(sub: Any) -> None:
     p.add_argument("--id", dest="entity_id", metavar="ID", help="only records of this entity")
     p.add_argument("--after", type=int, default=0, metavar="SEQ", help="records after SEQ")
     p.add_argument("--limit", type=positive, default=100, help="(default: %(default)s)")
+    p.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="after the page, print new records as they are written, until Ctrl-C",
+    )
+    p.add_argument(
+        "--interval",
+        type=seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often --follow looks for new records (default: %(default)s)",
+    )
     add_db_options(p)
     p.set_defaults(handler=guarded(run_journal))
 
@@ -176,26 +203,30 @@ JOURNAL_COLUMNS: list[Column] = [
 
 def run_runs(args: argparse.Namespace) -> int:
     with opened(args) as service:
+        now = service.rt.clock()
         if args.id:
             run = wire.record(service.run(args.id))
-            return output({"run": run}, args.json, lambda: fields(run, f"run {args.id}"))
+            return output({"run": run}, args.json, lambda: fields(run, f"run {args.id}", now))
         state = None if args.state == "all" else args.state
         doc = wire.runs(
             service.runs_page(RunQuery(args.loop, state, before=args.before), args.limit)
         )
         shown = [*(("state",) if state else ()), "loop"]
-        return output(doc, args.json, lambda: _paged(doc, "runs", RUN_COLUMNS, args, shown))
+        return output(doc, args.json, lambda: _paged(doc, "runs", RUN_COLUMNS, args, shown, now))
 
 
 def run_events(args: argparse.Namespace) -> int:
     with opened(args) as service:
+        now = service.rt.clock()
         if args.id:
             doc = wire.event_detail(service.event(args.id))
-            return output(doc, args.json, lambda: _show_event(doc))
+            return output(doc, args.json, lambda: _show_event(doc, now))
         query = EventQuery(args.loop, args.type, args.before)
         found = wire.events(service.events_page(query, args.limit))
         shown = ["loop", "type"]
-        return output(found, args.json, lambda: _paged(found, "events", EVENT_COLUMNS, args, shown))
+        return output(
+            found, args.json, lambda: _paged(found, "events", EVENT_COLUMNS, args, shown, now)
+        )
 
 
 def _paged(
@@ -204,14 +235,15 @@ def _paged(
     columns: list[Column],
     args: argparse.Namespace,
     flags: list[str],
+    now: datetime,
 ) -> None:
-    table(doc[what], columns, f"no {what}")
+    table(doc[what], columns, f"no {what}", now)
     more(what, args, doc, *flags)
 
 
-def _show_event(doc: dict[str, Any]) -> None:
-    fields(doc["event"], "event")
-    fields(doc["decision"], "decision")
+def _show_event(doc: dict[str, Any], now: datetime) -> None:
+    fields(doc["event"], "event", now)
+    fields(doc["decision"], "decision", now)
     print(f"occurrence: {doc['occurrence'] or '-'}")
 
 
@@ -223,6 +255,38 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def run_journal(args: argparse.Namespace) -> int:
     with opened(args) as service:
+        if args.follow:
+            return follow(service, args)
+        now = service.rt.clock()
         found = service.journal(args.limit, args.after, args.entity, args.entity_id)
         doc = wire.journal(found, args.after)
-        return output(doc, args.json, lambda: table(doc["entries"], JOURNAL_COLUMNS, "no records"))
+        rows = doc["entries"]
+        return output(doc, args.json, lambda: table(rows, JOURNAL_COLUMNS, "no records", now))
+
+
+def follow(service: Service, args: argparse.Namespace) -> int:
+    """`journal --follow`: every record after --after, one line each (a JSON object per
+    line with --json) as it is written, polling every --interval seconds; Ctrl-C ends
+    it with exit 0."""
+    after = args.after
+    try:
+        while True:
+            found = service.journal(args.limit, after, args.entity, args.entity_id)
+            for entry in wire.records(found):
+                print(json.dumps(entry, sort_keys=True) if args.json else line(entry), flush=True)
+            after = wire.journal(found, after)["next"]
+            if len(found) < args.limit:  # caught up: wait for more
+                time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return exits.OK
+
+
+def line(entry: dict[str, Any]) -> str:
+    """A journal record on one line: `42 2026-11-30T09:00:01Z run run-... claimed
+    worker:w1 -> claimed: note` (the time whole: a followed line is read as it comes)."""
+    to = f" -> {entry['toState']}" if entry["toState"] else ""
+    note = f": {entry['note']}" if entry["note"] else ""
+    return (
+        f"{entry['seq']} {cell(entry['at'])} {entry['entity']} {entry['entityId']} "
+        f"{entry['action']} {entry['actor']}{to}{note}"
+    )

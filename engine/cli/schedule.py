@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from engine.cli.inspect import opened
 from engine.cli.operate import actor_of
 from engine.cli.render import Column, fields, guarded, output, table
 from engine.core.ticks import slot_text
+from engine.core.timefmt import relative_text
 from engine.loading import default_paths
 from engine.overlay_edit import set_enabled
 from engine.service import Service
@@ -227,32 +229,35 @@ def _observation_text(observation: dict[str, Any]) -> str:
 def run_list(args: argparse.Namespace) -> int:
     service = _service(args)
     try:
+        now = service.rt.clock()
         rows = service.schedules()
     finally:
         service.rt.store.close()
     doc = {"schedules": rows}
-    return output(doc, args.json, lambda: table([flat(r) for r in rows], COLUMNS, "no loops"))
+    cells = [flat(r) for r in rows]
+    return output(doc, args.json, lambda: table(cells, COLUMNS, "no loops", now))
 
 
 def run_show(args: argparse.Namespace) -> int:
     service = _service(args)
     try:
+        now = service.rt.clock()
         entry = service.schedule(args.loop)
     finally:
         service.rt.store.close()
-    return output({"schedule": entry}, args.json, lambda: _show(entry))
+    return output({"schedule": entry}, args.json, lambda: _show(entry, now))
 
 
-def _show(entry: dict[str, Any]) -> None:
+def _show(entry: dict[str, Any], now: datetime) -> None:
     cells = flat(entry)
     cells.pop("nextFires")
     outcome = entry["lastOutcome"]
     cells["lastOutcome"] = _run_text(outcome)
     cells["lastRun"] = outcome["runId"] if outcome else None
-    fields(cells, f"loop {entry['name']}")
+    fields(cells, f"loop {entry['name']}", now)
     print("next fires:" if entry["nextFires"] else "next fires: -")
     for moment in entry["nextFires"]:
-        print(f"  {moment}")
+        print(f"  {moment} ({relative_text(moment, now)})")
 
 
 def run_slots(args: argparse.Namespace) -> int:

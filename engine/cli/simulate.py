@@ -28,11 +28,6 @@ DESCRIPTION = (
     "(docs/simulate.md)."
 )
 EPILOG = """\
-examples:
-  engine simulate --from 2026-12-01T00:00:00Z --to 2026-12-08T00:00:00Z
-  engine simulate --from 2026-12-01T00:00:00Z --to 2026-12-02T00:00:00Z \\
-      --asleep 2026-12-01T02:10:00Z..2026-12-01T05:00:00Z --approve after=15m --loop reaper
-
 exit codes: 0 ok; 1 invalid rules (diagnostics on stderr), or no such loop;
 2 usage (a bad time, span, duration or answer, a missing directory or database)"""
 

@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
+from engine.core import timefmt
 from engine.core.envelope import parse_iso
 
 CSP = (
@@ -34,15 +35,7 @@ def relative(text: str | None, now: datetime) -> str:
         moment = parse_iso(text)
     except ValueError:
         return text
-    seconds = (moment - now).total_seconds()
-    span = abs(seconds)
-    if span < 5:
-        return "just now"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if span >= size:
-            amount = f"{int(span // size)}{unit}"
-            break
-    return f"in {amount}" if seconds > 0 else f"{amount} ago"
+    return timefmt.relative(moment, now)
 
 
 def pretty(value: Any) -> str:
