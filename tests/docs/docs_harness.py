@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 INSTANCE_PARTS = ("loops", "registry", "config", "docs/examples")
 ELISION = "..."
+ELISIONS = frozenset({ELISION, "…"})  # a line that is exactly one of these
 FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
 ANNOTATION = re.compile(r"^<!--\s*example:\s*(.*?)\s*-->\s*$")
 NOT_RUN = re.compile(r"^not run\s*(?:—|--|-|:)\s*(.+)$")
@@ -182,6 +183,7 @@ NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?"), "<time>"),
     (re.compile(r"\b(run|prop|find|req)-[0-9a-f]{16}\b"), r"\1-<id>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    (re.compile(r"\b[0-9a-f]{32}\b"), "<uuid>"),
     (re.compile(r"\b\d+(\.\d+)?\s?ms\b"), "<duration>"),
     (re.compile(r"\b\d+\.\d+\s?s\b"), "<duration>"),
     (re.compile(r"\b\d+[smhd]( \d+[smhd])? ago\b"), "<ago>"),
@@ -209,9 +211,9 @@ def matches(expected: Sequence[str], actual: Sequence[str]) -> bool:
     """Whether the actual lines are the expected ones after normalising; a line that is
     exactly `...` in the expected output stands for any number of lines."""
     want, got = [normalise(x) for x in trimmed(expected)], [normalise(x) for x in trimmed(actual)]
-    if ELISION not in want:
+    if not ELISIONS.intersection(want):
         return want == got
-    pattern = "".join(r"(?:[^\n]*\n)*?" if w == ELISION else re.escape(w + "\n") for w in want)
+    pattern = "".join(r"(?:[^\n]*\n)*?" if w in ELISIONS else re.escape(w + "\n") for w in want)
     return re.fullmatch(pattern, "".join(g + "\n" for g in got)) is not None
 
 
@@ -237,15 +239,12 @@ def regenerated(expected: Sequence[str], actual: Sequence[str]) -> list[str]:
     want, got = trimmed(expected), trimmed(actual)
     if matches(want, got):
         return list(expected)
-    if ELISION in want:
-        head = want.index(ELISION)
-        tail = len(want) - 1 - want[::-1].index(ELISION)
-        n_head, n_tail = head, len(want) - tail - 1
-        if n_head + n_tail < len(got):
-            top = regenerated(want[:head], got[:n_head])
-            bottom = regenerated(want[tail + 1 :], got[len(got) - n_tail :]) if n_tail else []
-            return [*top, ELISION, *bottom]
-        want = [w for w in want if w != ELISION]
+    marks = [n for n, w in enumerate(want) if w in ELISIONS]
+    if marks:
+        kept = elided(want, got, marks)
+        if kept is not None:
+            return kept
+        want = [w for w in want if w not in ELISIONS]
     keep = difflib.SequenceMatcher(
         None, [normalise(x) for x in want], [normalise(x) for x in got], autojunk=False
     )
@@ -253,6 +252,35 @@ def regenerated(expected: Sequence[str], actual: Sequence[str]) -> list[str]:
     for tag, i1, i2, j1, j2 in keep.get_opcodes():
         out += want[i1:i2] if tag == "equal" else got[j1:j2]
     return out
+
+
+def elided(want: list[str], got: list[str], marks: list[int]) -> list[str] | None:
+    """`regenerated` for an expected output with elisions: the lines before the first
+    and after the last are regenerated from as many first and last printed lines, and
+    each part between two elisions is kept where it is still printed, in order (a part
+    no longer printed is dropped with its elision). None when too little was printed."""
+    head, tail = marks[0], marks[-1]
+    n_tail = len(want) - tail - 1
+    if head + n_tail >= len(got):
+        return None
+    out = regenerated(want[:head], got[:head])
+    middle = got[head : len(got) - n_tail]
+    pos = 0
+    for a, b in zip(marks, marks[1:], strict=False):
+        part = [normalise(x) for x in want[a + 1 : b]]
+        at = next(
+            (
+                k
+                for k in range(pos, len(middle) - len(part) + 1)
+                if [normalise(x) for x in middle[k : k + len(part)]] == part
+            ),
+            None,
+        )
+        if part and at is not None:
+            out += [want[a], *want[a + 1 : b]]
+            pos = at + len(part)
+    out.append(want[tail])
+    return out + (regenerated(want[tail + 1 :], got[len(got) - n_tail :]) if n_tail else [])
 
 
 def rewrite(text: str, block: Block, outputs: Sequence[Sequence[str]]) -> str:
@@ -333,14 +361,14 @@ class ExampleError(RuntimeError):
 
 def start_serve(instance: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    log = (instance / "serve.log").open("wb")
-    proc = subprocess.Popen(
-        ["engine", "serve", "--port", str(port)],
-        cwd=instance,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    with (instance / "serve.log").open("wb") as log:
+        proc = subprocess.Popen(
+            ["engine", "serve", "--port", str(port)],
+            cwd=instance,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -75,15 +75,32 @@ DOC_FILES = ["README.md", "CHANGELOG.md", "docs"]
 CODE_FILES = ["engine", "dsl", "tests"]
 
 
+def printed_lines(path: Path, text: str) -> set[int]:
+    """The 1-based lines of a page that are an example's output: what a command prints
+    is the code's text, held by the code test, and regenerated from it."""
+    if path.suffix != ".md":
+        return set()
+    blocks = h.find_blocks(path.relative_to(h.ROOT).as_posix(), text)
+    return {
+        n + 1
+        for b in blocks
+        for c in b.commands
+        for n in range(c.output_start, c.output_start + len(c.output))
+    }
+
+
 def cites_outside(tops: list[str]) -> list[str]:
+    """Every line under `tops` that cites a design document outside the repository."""
     found = []
     for top in tops:
         root = h.ROOT / top
         for path in [root] if root.is_file() else sorted(root.rglob("*")):
             if not path.is_file() or path.suffix not in {".md", ".py", ".rules", ".yaml", ".txt"}:
                 continue
-            for n, line in enumerate(path.read_text(errors="replace").split("\n"), 1):
-                if CITATION.search(line):
+            text = path.read_text(errors="replace")
+            printed = printed_lines(path, text)
+            for n, line in enumerate(text.split("\n"), 1):
+                if CITATION.search(line) and n not in printed:
                     found.append(f"{path.relative_to(h.ROOT)}:{n}: {line.strip()}")
     return found
 

@@ -86,3 +86,10 @@ def test_rewrite_replaces_only_the_output_of_the_block() -> None:
     grown = DOC.replace("run-0123456789abcdef  done", "one\ntwo\nthree")
     new = h.rewrite(grown, second, [["sha256:bbbb", "x", "last line"]])
     assert new == grown.replace("sha256:aaaa", "sha256:bbbb")
+
+
+def test_regeneration_keeps_a_part_between_two_elisions_still_printed() -> None:
+    """A part shown between two `…` stays when it is still printed, in its place."""
+    want = ["[1] a", "…", "[7] green", "…", "[10] end"]
+    got = ["[1] A", "[2] x", "[7] green", "[8] y", "[10] END"]
+    assert h.regenerated(want, got) == ["[1] A", "…", "[7] green", "…", "[10] END"]
