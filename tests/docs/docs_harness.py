@@ -20,6 +20,7 @@ is the one that starts processes.
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 import re
 import shlex
@@ -266,7 +267,7 @@ def elided(want: list[str], got: list[str], marks: list[int]) -> list[str] | Non
     out = regenerated(want[:head], got[:head])
     middle = got[head : len(got) - n_tail]
     pos = 0
-    for a, b in zip(marks, marks[1:], strict=False):
+    for a, b in itertools.pairwise(marks):
         part = [normalise(x) for x in want[a + 1 : b]]
         at = next(
             (
