@@ -70,6 +70,7 @@ class Block:
     setup: tuple[str, ...] = ()
     serve: bool = False
     not_run: str | None = None
+    now: str | None = None  # ENGINE_NOW for the commands (and serve), as the prose says
     body: tuple[int, int] = (0, 0)  # 0-based [first, end) file lines inside the fences
 
     @property
@@ -82,10 +83,12 @@ class Mode:
     setup: list[str] = field(default_factory=list)
     serve: bool = False
     not_run: str | None = None
+    now: str | None = None
 
 
 def parse_annotation(text: str) -> Mode:
-    """`fresh`, `serve`, `setup PATH` and `not run — REASON`, several joined by `;`."""
+    """`fresh`, `serve`, `setup PATH`, `now ISO-8601` and `not run — REASON`, several
+    joined by `;`."""
     mode = Mode()
     for part in (p.strip() for p in text.split(";")):
         if (reason := NOT_RUN.match(part)) is not None:
@@ -94,6 +97,8 @@ def parse_annotation(text: str) -> Mode:
             continue
         elif part == "serve":
             mode.serve = True
+        elif part.startswith("now "):
+            mode.now = part.removeprefix("now ").strip()
         elif part.startswith("setup "):
             script = part.removeprefix("setup ").strip()
             if not script.startswith("docs/examples/"):
@@ -157,6 +162,7 @@ def find_blocks(file: str, text: str) -> list[Block]:
                     tuple(mode.setup),
                     mode.serve,
                     mode.not_run,
+                    mode.now,
                     (i + 1, end),
                 )
             )
@@ -397,11 +403,11 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def run_block(block: Block, instance: Path, timeout: float = 60) -> list[list[str]]:
-    """Run a block's setup scripts, its serve if it asks for one, then its commands in
-    one bash process in `instance`; return each command's output lines."""
+def run_setup(scripts: Sequence[str], instance: Path, timeout: float = 120) -> None:
+    """Run the setup scripts of a block in `instance`, in order; ExampleError with what
+    a failing one printed."""
     env = environment(instance)
-    for setup in block.setup:
+    for setup in scripts:
         done = subprocess.run(
             ["bash", setup],
             cwd=instance,
@@ -412,9 +418,15 @@ def run_block(block: Block, instance: Path, timeout: float = 60) -> list[list[st
             check=False,
         )
         if done.returncode != 0:
-            raise ExampleError(
-                f"{block.id}: {setup} exited {done.returncode}:\n" + done.stdout + done.stderr
-            )
+            raise ExampleError(f"{setup} exited {done.returncode}:\n{done.stdout}{done.stderr}")
+
+
+def run_block(block: Block, instance: Path, timeout: float = 60) -> list[list[str]]:
+    """Run a block's serve if it asks for one, then its commands in one bash process in
+    `instance` (already set up: `run_setup`); return each command's output lines."""
+    env = environment(instance)
+    if block.now is not None:
+        env["ENGINE_NOW"] = block.now
     commands = block.commands
     serve = None
     if block.serve:

@@ -11,6 +11,7 @@ import fcntl
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import docs_harness as h
@@ -23,9 +24,21 @@ NOT_RUN = [b for b in BLOCKS if b.not_run is not None]
 
 
 @pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One copy of the checkout's instance files per session; each block copies it."""
-    return h.make_template(tmp_path_factory.mktemp("template"))
+def template(tmp_path_factory: pytest.TempPathFactory) -> Callable[[tuple[str, ...]], Path]:
+    """The instance a block starts from, by its setup scripts: a copy of the checkout's
+    instance files with those scripts run in it, made once per session (a script that
+    starts a serve to build a history runs once, not once per block)."""
+    made: dict[tuple[str, ...], Path] = {}
+
+    def instance_for(setup: tuple[str, ...]) -> Path:
+        if setup not in made:
+            into = tmp_path_factory.mktemp("template")
+            h.make_template(into)
+            h.run_setup(setup, into)
+            made[setup] = into
+        return made[setup]
+
+    return instance_for
 
 
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
@@ -33,7 +46,7 @@ def test_example_prints_what_the_docs_show(block: h.Block, template: Path, tmp_p
     """Each command of a shell example prints, on a fresh instance, what the docs show
     after it (ids, times, durations, ports and temporary paths aside)."""
     instance = tmp_path / "instance"
-    shutil.copytree(template, instance, symlinks=True)
+    shutil.copytree(template(block.setup), instance, symlinks=True)
     outputs = h.run_block(block, instance)
     if REGEN:
         write_back(block, outputs)
