@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The repositories of GitHub's example deliveries in docs/examples/github/, for the
-# `engine github replay` examples of docs/github.md. Run from the checkout (or an
+# `engine github replay` examples of docs/github.md and docs/cli.md, added to
+# config/repos.yaml (written when there is none). Run from the checkout (or an
 # instance directory) before starting `engine serve`.
 set -euo pipefail
-cat > config/repos.yaml <<'YAML'
-repos:
+[ -f config/repos.yaml ] || echo "repos:" > config/repos.yaml
+cat >> config/repos.yaml <<'YAML'
   hello:
     github: Codertocat/Hello-World
     base: master

@@ -359,7 +359,8 @@ SERVE_ENV = {
     "ENGINE_EVENT_SECRET": "s3cret",
     "ENGINE_GITHUB_SECRET": "It's a Secret to Everybody",
 }
-LOOPBACK = re.compile(r"\b(127\.0\.0\.1|localhost):\d{2,5}\b")
+SHOWN_PORT = 7599  # the port the docs show serve on; a command naming it reaches the live one
+LOOPBACK = re.compile(rf"\b(127\.0\.0\.1|localhost):{SHOWN_PORT}\b")
 
 
 class ExampleError(RuntimeError):
