@@ -26,15 +26,19 @@ NOT_RUN = [b for b in BLOCKS if b.not_run is not None]
 @pytest.fixture(scope="session")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Callable[[tuple[str, ...]], Path]:
     """The instance a block starts from, by its setup scripts: a copy of the checkout's
-    instance files with those scripts run in it, made once per session (a script that
-    starts a serve to build a history runs once, not once per block)."""
+    instance files with those scripts run in it, made once per session from the
+    instance of all but the last script (a history built in steps builds each step
+    once, not once per block)."""
     made: dict[tuple[str, ...], Path] = {}
 
     def instance_for(setup: tuple[str, ...]) -> Path:
         if setup not in made:
             into = tmp_path_factory.mktemp("template")
-            h.make_template(into)
-            h.run_setup(setup, into)
+            if setup:  # a copy of the instance the earlier scripts made, then the last
+                shutil.copytree(instance_for(setup[:-1]), into, symlinks=True, dirs_exist_ok=True)
+                h.run_setup(setup[-1:], into)
+            else:
+                h.make_template(into)
             made[setup] = into
         return made[setup]
 
