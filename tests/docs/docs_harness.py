@@ -357,7 +357,7 @@ SERVE_ENV = {
     "ENGINE_OPERATOR_TOKEN": "alice:t",
     "ENGINE_TOKEN": "t",
     "ENGINE_EVENT_SECRET": "s3cret",
-    "ENGINE_GITHUB_SECRET": "It's a Secret to Everybody",
+    "ENGINE_GITHUB_WEBHOOK_SECRET": "It's a Secret to Everybody",
 }
 SHOWN_PORT = 7599  # the port the docs show serve on; a command naming it reaches the live one
 LOOPBACK = re.compile(rf"\b(127\.0\.0\.1|localhost):{SHOWN_PORT}\b")
