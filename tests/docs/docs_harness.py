@@ -187,7 +187,7 @@ def all_blocks(root: Path = ROOT) -> list[Block]:
 NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"/tmp/[^\s'\"`,)\]]+"), "<tmp>"),
     (re.compile(r"\b(127\.0\.0\.1|localhost):\d{2,5}\b"), r"\1:<port>"),
-    (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?"), "<time>"),
+    (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d([.,]\d+)?)?(Z|[+-]\d\d:?\d\d)?"), "<time>"),
     (re.compile(r"\b(run|prop|find|req)-[0-9a-f]{16}\b"), r"\1-<id>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
     (re.compile(r"\b[0-9a-f]{32}\b"), "<uuid>"),
