@@ -42,6 +42,7 @@ ELISIONS = frozenset({ELISION, "…"})  # a line that is exactly one of these
 FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
 ANNOTATION = re.compile(r"^<!--\s*example:\s*(.*?)\s*-->\s*$")
 NOT_RUN = re.compile(r"^not run\s*(?:—|--|-|:)\s*(.+)$")
+PENDING = re.compile(r"^pending\s*(?:—|--|-|:)\s*(.+)$")
 
 
 class AnnotationError(ValueError):
@@ -72,6 +73,7 @@ class Block:
     not_run: str | None = None
     now: str | None = None  # ENGINE_NOW for the commands (and serve), as the prose says
     body: tuple[int, int] = (0, 0)  # 0-based [first, end) file lines inside the fences
+    pending: str | None = None  # known to fail until the state it needs is shipped
 
     @property
     def id(self) -> str:
@@ -84,15 +86,18 @@ class Mode:
     serve: bool = False
     not_run: str | None = None
     now: str | None = None
+    pending: str | None = None
 
 
 def parse_annotation(text: str) -> Mode:
-    """`fresh`, `serve`, `setup PATH`, `now ISO-8601` and `not run — REASON`, several
-    joined by `;`."""
+    """`fresh`, `serve`, `setup PATH`, `now ISO-8601`, `not run — REASON` and
+    `pending — REASON`, several joined by `;`."""
     mode = Mode()
     for part in (p.strip() for p in text.split(";")):
         if (reason := NOT_RUN.match(part)) is not None:
             mode.not_run = reason.group(1).strip()
+        elif (reason := PENDING.match(part)) is not None:
+            mode.pending = reason.group(1).strip()
         elif part == "fresh":
             continue
         elif part == "serve":
@@ -164,6 +169,7 @@ def find_blocks(file: str, text: str) -> list[Block]:
                     mode.not_run,
                     mode.now,
                     (i + 1, end),
+                    mode.pending,
                 )
             )
         i = end + 1

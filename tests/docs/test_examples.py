@@ -49,6 +49,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Callable[[tuple[str, .
 def test_example_prints_what_the_docs_show(block: h.Block, template: Path, tmp_path: Path) -> None:
     """Each command of a shell example prints, on a fresh instance, what the docs show
     after it (ids, times, durations, ports and temporary paths aside)."""
+    if REGEN and block.pending:
+        pytest.skip(f"pending, not regenerated: {block.pending}")
     instance = tmp_path / "instance"
     shutil.copytree(template(block.setup), instance, symlinks=True)
     outputs = h.run_block(block, instance)
@@ -60,6 +62,10 @@ def test_example_prints_what_the_docs_show(block: h.Block, template: Path, tmp_p
         for command, printed in zip(block.commands, outputs, strict=True)
         if not h.matches(command.output, printed)
     ]
+    if block.pending:
+        if failures:
+            pytest.xfail(f"pending: {block.pending}")
+        pytest.fail(f"{block.id} passes: remove its `pending` annotation", pytrace=False)
     if failures:
         pytest.fail("\n\n".join(failures), pytrace=False)
 
@@ -82,7 +88,8 @@ def test_few_examples_are_not_run() -> None:
     """Only the examples that cannot run here (a long-running foreground command, a
     host's service manager) are exempt, each with its reason; the list stays short."""
     reasons = {b.id: b.not_run for b in NOT_RUN}
-    print(f"{len(RUN)} examples run, {len(NOT_RUN)} not run: {reasons}")
+    pending = [b.id for b in RUN if b.pending]
+    print(f"{len(RUN)} examples run ({len(pending)} pending), {len(NOT_RUN)} not run: {reasons}")
     assert all(reasons.values())
     assert len(NOT_RUN) <= 12, reasons
 
