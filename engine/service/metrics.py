@@ -96,8 +96,10 @@ class Histogram:
 
 def histogram(values: Iterable[float], bounds: tuple[float, ...] = RUN_BUCKETS) -> Histogram:
     """The Prometheus histogram of `values` over `bounds` (each bucket counts the values
-    at most its bound; +Inf counts all)."""
-    seen = sorted(values)
+    at most its bound; +Inf counts all). A negative value counts as 0: a run queued on
+    one host and claimed on another whose clock is behind has a negative wait, and a
+    Prometheus histogram's sum only grows."""
+    seen = sorted(max(0.0, v) for v in values)
     counts = [bisect_right(seen, b) for b in bounds]
     labels = [f"{b:g}" for b in bounds]
     return Histogram((*zip(labels, counts, strict=True), ("+Inf", len(seen))), float(sum(seen)))

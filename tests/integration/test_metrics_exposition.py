@@ -117,3 +117,11 @@ def test_histogram_buckets_are_cumulative() -> None:
     h = histogram([0.05, 0.1, 2.0, 7200.0, 20000.0], (0.1, 1.0, 3600.0))
     assert h.buckets == (("0.1", 2), ("1", 2), ("3600", 3), ("+Inf", 5))
     assert h.total == pytest.approx(27202.15)
+
+
+def test_a_negative_duration_counts_as_zero() -> None:
+    """A run claimed on a host whose clock is behind the queueing host's has a negative
+    wait; it counts in the lowest bucket and adds nothing to the sum."""
+    h = histogram([-9.5, 0.5], (0.1, 1.0))
+    assert h.buckets == (("0.1", 1), ("1", 2), ("+Inf", 2))
+    assert h.total == pytest.approx(0.5)
