@@ -95,8 +95,8 @@ def test_few_examples_are_not_run() -> None:
 
 
 # "seed N §M", the spec's sections and the tickets of a tracker outside the repository;
-# never an in-page link such as `[§2](#2-the-host-clock-bridge)`. (`\s` and the ticket
-# prefixes in a group keep this line from matching itself.)
+# never a Markdown link to a section of the same page. (`\s` and the ticket prefixes in a
+# group keep this line from matching itself.)
 CITATION = re.compile(r"[Ss]eed [0-9]+ §|SPEC\s§|\b(?:WM|OPS)-[0-9]+\b")
 DOC_FILES = ["README.md", "docs"]
 CODE_FILES = ["engine", "dsl", "tests", "bench", "loops", "config", "CHANGELOG.md"]
