@@ -61,7 +61,7 @@ CODES: dict[str, str] = {
     "E0802": "invalid overlay entry",
     "E0803": "incomplete new overlay loop",
     "E0804": "inconsistent overlay loop fields",
-    # host clocks (config/schedule.yaml `host_clocks:`, seed 1 §15)
+    # host clocks (config/schedule.yaml `host_clocks:`, docs/deploy.md#2-the-host-clock-bridge)
     "E0805": "invalid host clock entry",
     "E0806": "host clock disagrees with its bridge loop",
     # the triggers that wait (`after LOOP`)

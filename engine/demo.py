@@ -1,4 +1,4 @@
-"""`engine demo`: the loop of seed 1 §14, end to end, on the fake adapter.
+"""`engine demo`: the loop of docs/walkthrough.md, end to end, on the fake adapter.
 
 A throwaway directory holds a fresh database and a `config/repos.yaml` naming one
 repository (`demo` -> example/demo, base main). The shipped rules and registry are
@@ -395,7 +395,7 @@ async def merge_exception(client: Client, report: Report) -> None:
 
 
 async def walk(client: Client, report: Report, world: World) -> None:
-    """Seed 1 §14, step by step."""
+    """The loop of docs/walkthrough.md, step by step."""
     await show_loops(client, report)
     work = await inject_work(client, report)
     report.step("The work-scan proposal appears in the inbox (a watched route)")

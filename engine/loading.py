@@ -432,7 +432,7 @@ def load_schedule(
     config: Path, collector: Collector
 ) -> tuple[list[Located[tuple[str, OverlayEntry]]], list[Located[HostClock]]]:
     """config/schedule.yaml, read once: its `schedules:` overlay entries and its
-    `host_clocks:` (seed 1 §15), each validated with its place."""
+    `host_clocks:` (docs/deploy.md#2-the-host-clock-bridge), each validated with its place."""
     overlay, clocks, _ = load_schedule_settings(config, collector)
     return overlay, clocks
 

@@ -1,10 +1,10 @@
-"""The dirty-workspace guard (seed 2 §15) for command definitions that declare a
-`workspace`: the engine never treats a workspace as disposable. Before a run it asks
-git whether the workspace has uncommitted changes; a clean one is used as it is; with
-`isolate: worktree` the run gets a fresh `git worktree` of HEAD in its artifact
-directory (removed afterwards; the user's checkout is never touched); a dirty one
-without isolation is refused, and the run's occurrence waits for a person
-(`human_attention_required`). No `git reset`, `clean` or `stash`, ever."""
+"""The dirty-workspace guard (docs/occurrences.md#dirty-workspaces) for command definitions that
+declare a `workspace`: the engine never treats a workspace as disposable. Before a run it asks git
+whether the workspace has uncommitted changes; a clean one is used as it is; with `isolate:
+worktree` the run gets a fresh `git worktree` of HEAD in its artifact directory (removed afterwards;
+the user's checkout is never touched); a dirty one without isolation is refused, and the run's
+occurrence waits for a person (`human_attention_required`). No `git reset`, `clean` or `stash`,
+ever."""
 
 from __future__ import annotations
 

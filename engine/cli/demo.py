@@ -1,5 +1,5 @@
 """`engine demo`: serve the runtime in a throwaway directory with the fake adapter and
-walk the loop of seed 1 §14 over HTTP, printing each step and the ids it created."""
+walk the loop of docs/walkthrough.md over HTTP, printing each step and the ids it created."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ invalid or the port is in use; 2 usage"""
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
-        help="walk the loop end to end on a fake adapter (seed 1 §14)",
+        help="walk the loop end to end on a fake adapter (docs/walkthrough.md)",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -80,7 +80,7 @@ class Steps:
 
 
 def introduce(steps: Steps, directory: Path, url: str) -> None:
-    steps.say("engine demo: the loop of seed 1 §14 on the fake adapter (docs/walkthrough.md)")
+    steps.say("engine demo: the walkthrough's loop on the fake adapter (docs/walkthrough.md)")
     steps.say(f"    directory  {directory} (engine.db, config/repos.yaml)")
     steps.say(f"    serving    {url} (runtime loop, embedded worker, fake agent)")
 

@@ -1,5 +1,6 @@
-"""`engine findings` (candidate findings: list, show, promote, dismiss; seed 2 §9) and
-`engine shadow report LOOP` (what a loop in shadow mode would have done; §18)."""
+"""`engine findings` (candidate findings: list, show, promote, dismiss;
+docs/occurrences.md#candidate-findings) and `engine shadow report LOOP` (what a loop in shadow mode
+would have done; docs/occurrences.md#shadow-mode)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`engine stats`: the audit figures (seed 2 §22) read from the database — what the
-automation did and whether it helped. `GET /metrics` serves the same figures in the
+"""`engine stats`: the audit figures (docs/occurrences.md#audit-and-metrics) read from the database
+— what the automation did and whether it helped. `GET /metrics` serves the same figures in the
 Prometheus text format."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Host clocks (config/schedule.yaml `host_clocks:`, seed 1 §15), checked against the
-rules and their bridge loops."""
+"""Host clocks (config/schedule.yaml `host_clocks:`, docs/deploy.md#2-the-host-clock-bridge),
+checked against the rules and their bridge loops."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from engine.core.ruleset import (
 
 
 class ClockCompiler(CompilerBase):
-    # ---- host clocks (config/schedule.yaml `host_clocks:`, seed 1 §15) -------------
+    # ---- host clocks (docs/deploy.md#2-the-host-clock-bridge) ----------------------
     def _host_clocks(self, loops: Mapping[str, Loop]) -> None:
         """Each host clock: a known event type, a parseable cadence and a payload that
         fits; one named like a kernel `host-clock` loop is that loop's bridge and must

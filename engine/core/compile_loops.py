@@ -174,8 +174,9 @@ class LoopCompiler(CompilerBase):
         )
 
     def _shadow_default(self, loops: Mapping[str, Loop]) -> dict[str, Loop]:
-        """Seed 2 §18: a loop whose routed definition is mutating runs in shadow unless
-        its rule file says `shadow off` (an overlay loop cannot, so it stays in shadow)."""
+        """Shadow mode (docs/occurrences.md#shadow-mode): a loop whose routed definition is mutating
+        runs in shadow unless its rule file says `shadow off` (an overlay loop cannot, so it stays
+        in shadow)."""
         out: dict[str, Loop] = {}
         for name, loop in loops.items():
             route = self.routes.get(loop.event_type)

@@ -22,11 +22,12 @@ class RepoEntry(BaseModel):
     base: str = Field(default="main", min_length=1)
     report_only: bool = False
     disabled: bool = False  # no mutation work is dispatched for it (stop condition)
-    frozen: bool = False  # a release freeze for this repo only (seed 2 §16)
+    # a release freeze for this repo only (docs/occurrences.md#stop-conditions-and-release-freeze)
+    frozen: bool = False
 
 
-# Fields an overlay may change on a kernel loop (SPEC §4.8, seed 1 §8); every other
-# field of a kernel loop is pinned by the reviewed rule file.
+# Fields an overlay may change on a kernel loop (docs/rules.md#the-overlay-configscheduleyaml);
+# every other field of a kernel loop is pinned by the reviewed rule file.
 OVERLAY_MUTABLE = frozenset({"enabled", "every", "payload"})
 
 
@@ -63,8 +64,8 @@ HOST_CLOCK_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 
 
 class HostClock(BaseModel):
-    """One `host_clocks:` entry of `config/schedule.yaml` (seed 1 §15): a host timer
-    that `engine render` turns into a launchd plist or systemd timer calling `engine
+    """One `host_clocks:` entry of `config/schedule.yaml` (docs/deploy.md#2-the-host-clock-bridge):
+    a host timer that `engine render` turns into a launchd plist or systemd timer calling `engine
     emit`. Gates are argv lists, never shell text. The name is the mapping key."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -37,5 +37,7 @@ class Tree:
     digest: str
     collector: Collector
     host_clocks: list[Located[HostClock]] = field(default_factory=list)
-    release_freeze: bool = False  # config/schedule.yaml `release_freeze:` (seed 2 §16)
+    # config/schedule.yaml `release_freeze:`
+    # (docs/occurrences.md#stop-conditions-and-release-freeze)
+    release_freeze: bool = False
     probes: list[Located[Probe]] = field(default_factory=list)  # registry/probes.yaml

@@ -140,8 +140,9 @@ def gate(
     result: Triage,
     snap: TriageSnapshot,
 ) -> Gate | None:
-    """The triage decision, the stop conditions (§14, §16: mutation only) and the
-    budget (§11), in that order."""
+    """The triage decision, the stop conditions (mutation only;
+    docs/occurrences.md#stop-conditions-and-release-freeze) and the budget
+    (docs/occurrences.md#budgets), in that order."""
     decision = result.decision
     if decision is TriageDecision.NOTHING_TO_DO:
         return Gate(NoopReason.NOTHING_TO_DO, Tr.NOOP, result.note)

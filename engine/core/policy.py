@@ -1,7 +1,8 @@
-"""The occurrence policy of seed 2 §13-§14, as pure functions over compiled values:
-how a finished run's failure counts, how long an infrastructure failure waits before
-its retry, and which stop condition (if any) keeps a loop from dispatching mutation
-work. The runtime applies them; nothing here reads or writes state."""
+"""The occurrence policy of docs/occurrences.md#failures-backoff-and-the-circuit-breaker and
+docs/occurrences.md#stop-conditions-and-release-freeze, as pure functions over compiled values: how
+a finished run's failure counts, how long an infrastructure failure waits before its retry, and
+which stop condition (if any) keeps a loop from dispatching mutation work. The runtime applies them;
+nothing here reads or writes state."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from engine.core.triage import TriageDecision, TriageSnapshot
 
 
 class FailureClass(StrEnum):
-    """Seed 2 §13: what a finished run was, for retries, backoff and the breaker."""
+    """What a finished run was, for retries, backoff and the breaker
+    (docs/occurrences.md#failures-backoff-and-the-circuit-breaker)."""
 
     SUCCESS = "success"
     NOTHING_TO_DO = "nothing_to_do"
@@ -87,11 +89,11 @@ ALWAYS = frozenset({StopCondition.RELEASE_FREEZE, StopCondition.REPOSITORY_DISAB
 def stop_condition(
     loop: Loop, snapshot: TriageSnapshot, release_freeze: bool
 ) -> StopCondition | None:
-    """The first stop condition that holds (seed 2 §14), or None. `release_freeze` (the
-    instance-wide freeze, or a frozen repo: `snapshot.freeze`) and
-    `repository_disabled` always apply; the others only when the loop lists them in
-    `stop-when`. The runtime applies the answer to mutation work only (§16: read-only
-    checks still run during a freeze)."""
+    """The first stop condition that holds (docs/occurrences.md#stop-conditions-and-release-freeze),
+    or None. `release_freeze` (the instance-wide freeze, or a frozen repo: `snapshot.freeze`) and
+    `repository_disabled` always apply; the others only when the loop lists them in `stop-when`. The
+    runtime applies the answer to mutation work only (read-only checks still run during a
+    freeze)."""
     listed = ALWAYS | set(loop.policy.stop_when)
     for condition in _ORDER:
         if condition in listed and _holds(condition, loop, snapshot, release_freeze):

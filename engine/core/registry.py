@@ -104,7 +104,8 @@ class FakeScript(_Frozen):
     result: dict[str, Any] = Field(default_factory=dict)
 
 
-# The failure classes of seed 2 §13 (engine.core.policy.FailureClass has the same values).
+# The failure classes of docs/occurrences.md#failures-backoff-and-the-circuit-breaker
+# (engine.core.policy.FailureClass has the same values).
 FailureClassName = Literal[
     "success",
     "nothing_to_do",
@@ -116,10 +117,10 @@ FailureClassName = Literal[
 
 
 class Workspace(_Frozen):
-    """Where a command runs (seed 2 §15): `path` is a template over the command's
-    params and built-in placeholders; `isolate: worktree` runs it in a git worktree of
-    that path, `none` (default) in the path itself. The engine never resets, cleans or
-    stashes a workspace."""
+    """Where a command runs (docs/occurrences.md#dirty-workspaces): `path` is a template over the
+    command's params and built-in placeholders; `isolate: worktree` runs it in a git worktree of
+    that path, `none` (default) in the path itself. The engine never resets, cleans or stashes a
+    workspace."""
 
     path: str = Field(min_length=1)
     isolate: Literal["worktree", "none"] = "none"
@@ -142,8 +143,9 @@ class Definition(_Frozen):
     mutating: bool
     timeout: str = "10m"
     outcomes: tuple[str, ...] = Field(min_length=1)
-    # How each declared outcome counts when the run finishes (seed 2 §13); an outcome
-    # not listed takes the default of engine.core.policy.classify.
+    # How each declared outcome counts when the run finishes
+    # (docs/occurrences.md#failures-backoff-and-the-circuit-breaker); an outcome not listed takes
+    # the default of engine.core.policy.classify.
     classify: dict[str, FailureClassName] = Field(default_factory=dict)
     workspace: Workspace | None = None
     fake: FakeScript | None = None

@@ -40,8 +40,8 @@ class Approval(StrEnum):
 
 
 class OnActive(StrEnum):
-    """Seed 2 §12: what a trigger does while the loop already has its maximum of active
-    occurrences for the repo."""
+    """What a trigger does while the loop already has its maximum of active occurrences for
+    the repo (docs/occurrences.md#concurrency-on-active)."""
 
     RETURN = "return"  # NOOP occurrence_active, linked to the active occurrence
     COALESCE = "coalesce"  # NOOP coalesced: one follow-up tick when the active one ends
@@ -58,7 +58,8 @@ WATCH_FIELDS = frozenset({"loop", "window", "fingerprint", "previousFingerprint"
 
 
 def default_cap(catch_up: CatchUp, cap: int | None) -> int | None:
-    """`catch-up all` always has a cap (SPEC §4.4): the declared one or the default."""
+    """`catch-up all` always has a cap: the declared one or the default
+    (docs/scheduling.md#missed-slots-catch-up)."""
     return cap if cap is not None or catch_up is not CatchUp.ALL else DEFAULT_CATCHUP_CAP
 
 
@@ -68,7 +69,8 @@ class Source(StrEnum):
 
 
 class StopCondition(StrEnum):
-    """Seed 2 §14: conditions that stop dispatching mutation work."""
+    """Conditions that stop dispatching mutation work
+    (docs/occurrences.md#stop-conditions-and-release-freeze)."""
 
     RELEASE_READY = "release_ready"
     HUMAN_REVIEW_REQUIRED = "human_review_required"
@@ -133,8 +135,8 @@ DEFAULT_RETRIES = 2
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """Seed 2 §11. None means the dimension is not limited; `active_occurrences` None
-    means the default of the loop's overlap (see `max_active`)."""
+    """A loop's budgets (docs/occurrences.md#budgets). None means the dimension is not limited;
+    `active_occurrences` None means the default of the loop's overlap (see `max_active`)."""
 
     active_occurrences: int | None = None
     jobs_per_occurrence: int = 1
@@ -162,8 +164,8 @@ class Policy:
     stop_when: tuple[StopCondition, ...] = ()
     end_at: datetime | None = None  # `stop-when end_date=...`: stops from this instant
     max_occurrences: int | None = None  # `stop-when occurrence_count=N`
-    # Shadow (seed 2 §18): records what would run, runs nothing. The compiler turns it
-    # on for a loop whose routed definition is mutating unless the loop says
+    # Shadow mode (docs/occurrences.md#shadow-mode): records what would run, runs nothing. The
+    # compiler turns it on for a loop whose routed definition is mutating unless the loop says
     # `shadow off`; `shadow_declared` keeps whether the rule file wrote `shadow`.
     shadow: bool = False
     shadow_declared: bool = False
@@ -183,7 +185,7 @@ class Loop:
     enabled: bool = False
     policy: Policy = field(default_factory=Policy)
     on_active: OnActive = OnActive.RETURN
-    triage: tuple[TriageRule, ...] = ()  # the first matching line decides (seed 2 §7)
+    triage: tuple[TriageRule, ...] = ()  # the first matching line decides (docs/rules.md#triage)
     description: str = ""
     source: Source = Source.KERNEL  # where the loop is declared
     origin: Span = field(default_factory=lambda: Span("<unknown>", 1, 1))
@@ -296,7 +298,9 @@ class RuleSet:
     repos: Mapping[str, Repo]
     contracts: Mapping[str, Mapping[str, Any]]  # output contracts (JSON Schema) by $id
     digest: str
-    release_freeze: bool = False  # config/schedule.yaml `release_freeze:` (seed 2 §16)
+    # config/schedule.yaml `release_freeze:`
+    # (docs/occurrences.md#stop-conditions-and-release-freeze)
+    release_freeze: bool = False
     probes: Mapping[str, Probe] = field(default_factory=dict)  # registry/probes.yaml
 
     def is_human_only(self, event_type: str) -> bool:

@@ -160,7 +160,7 @@ def walk(seq: Slots, moment: datetime) -> Iterator[datetime]:
 def plan_pass(
     seq: Slots, policy: Policy, cursor: datetime | None, since: datetime, now: datetime
 ) -> Pass:
-    """What one scheduler pass fires and skips (seed 1 §4):
+    """What one scheduler pass fires and skips (docs/scheduling.md#missed-slots-catch-up):
 
     - `none`: the newest due slot fires, carrying the count of older ones as skipped;
     - `last`: with older due slots, the newest *missed* slot (the one before the

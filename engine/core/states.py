@@ -18,7 +18,8 @@ class MachineKind(StrEnum):
 
 
 class OccurrenceState(StrEnum):
-    """Seed 2 §5, plus `awaiting_approval` and `shadow_recorded`."""
+    """The lifecycle of docs/occurrences.md#the-lifecycle, plus `awaiting_approval` and
+    `shadow_recorded`."""
 
     CREATED = "created"
     TRIAGING = "triaging"

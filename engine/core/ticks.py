@@ -1,5 +1,6 @@
-"""The tick envelope of a loop's slot (SPEC §3). Pure: the same slot always gives the
-same envelope, so every process that fires it converges on one admission."""
+"""The tick envelope of a loop's slot (docs/scheduling.md#slots-the-identity-of-a-firing). Pure: the
+same slot always gives the same envelope, so every process that fires it converges on one
+admission."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Triage before execution (seed 2 §7): a loop's `triage` table, read over a bounded
-snapshot of the world, decides what one occurrence does. The first matching line wins;
-no line matching (or no table) gives the default decision: `run_repair_task` for a
-mutating definition, `run_readonly_check` otherwise. Pure: the runtime builds the
-snapshot, this module only reads it.
+"""Triage before execution (docs/occurrences.md#triage-decide-before-anything-runs): a loop's
+`triage` table, read over a bounded snapshot of the world, decides what one occurrence does. The
+first matching line wins; no line matching (or no table) gives the default decision:
+`run_repair_task` for a mutating definition, `run_readonly_check` otherwise. Pure: the runtime
+builds the snapshot, this module only reads it.
 
 Guards and finding keys are expressions of `dsl.expr`, evaluated by its safe evaluator
 over the snapshot's names (`TriageSnapshot.scope`), which the compiler checks at load
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class TriageDecision(StrEnum):
-    """The normalized decisions of seed 2 §7."""
+    """The normalized decisions of docs/occurrences.md#triage-decide-before-anything-runs."""
 
     NOTHING_TO_DO = "nothing_to_do"
     CONTINUE_EXISTING_TASK = "continue_existing_task"
@@ -48,7 +48,8 @@ DISPATCHING = frozenset(
     }
 )
 
-# Decisions a rule may not produce: only a human promotes a finding (seed 2 §9).
+# Decisions a rule may not produce: only a human promotes a finding
+# (docs/occurrences.md#candidate-findings).
 HUMAN_ONLY_DECISIONS = frozenset({TriageDecision.PROMOTE_EXISTING_FINDING})
 
 # Decisions that take `key` (required) and `category` (optional).
@@ -123,9 +124,10 @@ class TriageRule:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TriageSnapshot:
-    """What triage may know about the world (seed 2 §7, bounded). The first twelve
-    fields are the names a triage expression reads; the rest serve the stop conditions
-    (engine.core.policy) and the evidence."""
+    """What triage may know about the world (bounded;
+    docs/occurrences.md#triage-decide-before-anything-runs). The first twelve fields are the names a
+    triage expression reads; the rest serve the stop conditions (engine.core.policy) and the
+    evidence."""
 
     payload: Mapping[str, Any] = field(default_factory=dict)
     loop: str

@@ -2,4 +2,4 @@
 `factory.event/v1` envelopes. Pure: no I/O, no clock (`now` is an argument).
 
 - `github`: `X-Hub-Signature-256` verification and the `webhook github KIND` tables of
-  `loops/github.rules` (seed 1 §13)."""
+  `loops/github.rules` (docs/github.md)."""

@@ -1,4 +1,4 @@
-"""GitHub webhook intake (seed 1 §13). Pure: `verify_signature` checks
+"""GitHub webhook intake (docs/github.md). Pure: `verify_signature` checks
 `X-Hub-Signature-256` over the raw body against every configured secret, and
 `translate` runs one delivery through its `webhook github KIND` table of
 `loops/github.rules` into one typed result — `Admit(envelope)`, `Ignored(reason)` or

@@ -100,7 +100,9 @@ class Service:
         """One pass of the runtime loop: fire due slots, recover expired leases (every
         LEASE_SWEEP seconds), publish chained events, plan what is admitted. Returns how
         much work it did (0 when idle)."""
-        if not self._recovered:  # seed 2 §21: from durable boundaries, once per start
+        # recover from durable boundaries, once per start
+        # (docs/occurrences.md#recovery-after-a-restart)
+        if not self._recovered:
             self._recovered = True
             self.recover()
         done = self.scheduler.run_pass()
@@ -206,7 +208,8 @@ class Service:
         return checks.doctor(self.rt, self.rt.clock(), pileup)
 
     def stats(self) -> dict[str, Any]:
-        """The audit figures (seed 2 §22); `engine stats` and `GET /metrics`."""
+        """The audit figures (docs/occurrences.md#audit-and-metrics); `engine stats` and
+        `GET /metrics`."""
         return metrics.stats(self.rt)
 
     # ---- maintenance ----------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""Candidate findings (seed 2 §9) and the shadow report (§18): what the automation
-observed but may not act on by itself, and the evidence for graduating a loop out of
-shadow mode. Only a human promotes a finding; a promotion is journaled with the
-operator and, when the registry declares the `finding.promoted` event type, admits one
-event that routes can turn into (human-approved) work."""
+"""Candidate findings (docs/occurrences.md#candidate-findings) and the shadow report
+(docs/occurrences.md#shadow-mode): what the automation observed but may not act on by itself, and
+the evidence for graduating a loop out of shadow mode. Only a human promotes a finding; a promotion
+is journaled with the operator and, when the registry declares the `finding.promoted` event type,
+admits one event that routes can turn into (human-approved) work."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Quiet notifications (seed 2 §17): written in the same transaction as the state change
-they report, only when that state changed, each linking durable ids; delivered later
+"""Quiet notifications (docs/occurrences.md#notifications): written in the same transaction as the
+state change they report, only when that state changed, each linking durable ids; delivered later
 from the table (an outbox) to the configured sink.
 
 The sink comes from the environment (a webhook URL may carry a token):

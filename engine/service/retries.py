@@ -1,6 +1,7 @@
 """Resuming occurrences that wait (an infrastructure failure's backoff, a conflict's
-wait) and recovering the occurrence index after a restart (seed 2 §13, §21). Both work
-only from durable boundaries: the occurrence rows, their runs and the journal."""
+wait; docs/occurrences.md#failures-backoff-and-the-circuit-breaker) and recovering the occurrence
+index after a restart (docs/occurrences.md#recovery-after-a-restart). Both work only from durable
+boundaries: the occurrence rows, their runs and the journal."""
 
 from __future__ import annotations
 
@@ -58,11 +59,11 @@ class Recovery:
 
 
 def recover(rt: Runtime, limit: int = 10_000) -> Recovery:
-    """Seed 2 §21 at startup: rebuild the active occurrence index from the table;
-    settle a dispatched occurrence whose run already ended (its settlement was lost
-    with the process that finished it); end as failed an occurrence left `created` or
-    `triaging` with no decision. Completed decisions and outcomes are never touched;
-    waiting occurrences resume from their persisted retry time."""
+    """At startup (docs/occurrences.md#recovery-after-a-restart): rebuild the active occurrence
+    index from the table; settle a dispatched occurrence whose run already ended (its settlement was
+    lost with the process that finished it); end as failed an occurrence left `created` or
+    `triaging` with no decision. Completed decisions and outcomes are never touched; waiting
+    occurrences resume from their persisted retry time."""
     found = Recovery()
     with rt.store.write() as tx:
         at = rt.now()

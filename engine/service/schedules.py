@@ -268,7 +268,8 @@ def resume(rt: Runtime, name: str, actor: str, note: str = "") -> dict[str, Any]
             raise Conflict(f"loop '{name}' is not paused", reason="not_paused")
         at = rt.now()
         tx.set_paused(name, False, "", None, at)
-        # a person looked: the circuit breaker counts afresh (seed 2 §13)
+        # a person looked: the circuit breaker counts afresh
+        # (docs/occurrences.md#the-circuit-breaker)
         tx.set_loop_counters(name, 0, state.nothing_streak, state.quiet_until, at)
         rt.journal(
             tx,

@@ -1,7 +1,7 @@
-"""The occurrence engine's commands as an operator runs them (seed 2 §9, §18, §22;
-issue 8): `engine stats`, `engine findings`, `engine cancel` and `engine shadow report`
-as real subprocesses on a database a runtime already wrote (every test that reads one
-runs on SQLite and on PostgreSQL).
+"""The occurrence engine's commands as an operator runs them (docs/occurrences.md: findings, shadow
+mode, metrics; issue 8): `engine stats`, `engine findings`, `engine cancel` and `engine shadow
+report` as real subprocesses on a database a runtime already wrote (every test that reads one runs
+on SQLite and on PostgreSQL).
 
 The runtime's history is written in-process over tests/data/occurrence_engine with
 three loops on: `budgeted` (a read-only check; its 10:00 run completed through the real
@@ -118,7 +118,7 @@ def journal(engine: EngineRunner) -> list[dict[str, Any]]:
     return list(json.loads(ok(engine("journal", "--limit", "1000", "--json")))["entries"])
 
 
-# ---- engine stats (§22) -------------------------------------------------------------------
+# ---- engine stats (docs/occurrences.md#audit-and-metrics) --------------------------------
 
 
 def test_stats_reports_what_the_automation_did(engine: EngineRunner) -> None:
@@ -152,7 +152,7 @@ def test_runs_per_dispatched_occurrence_ignores_shadow_slots(engine: EngineRunne
     assert figures["runsPerDispatchedOccurrence"] == 1.0
 
 
-# ---- engine findings (§9) -----------------------------------------------------------------
+# ---- engine findings (docs/occurrences.md#candidate-findings) ----------------------------
 
 
 def test_findings_lists_candidates_and_shows_one(engine: EngineRunner, written: Written) -> None:
@@ -267,7 +267,7 @@ def test_an_operator_cancels_a_queued_run(engine: EngineRunner, written: Written
     assert missing.returncode == 1 and "no run 'run-0000000000000000'" in missing.stderr
 
 
-# ---- engine shadow report (§18) -----------------------------------------------------------
+# ---- engine shadow report (docs/occurrences.md#shadow-mode) ------------------------------
 
 
 def test_the_shadow_report_shows_what_shadow_mode_would_have_done(engine: EngineRunner) -> None:

@@ -1,9 +1,9 @@
-"""The scheduler's exit criteria (seed 1 §10, SPEC §4.1-4.6) against real `engine serve`
-processes: each start's clock is placed with ENGINE_NOW, state lives in a real database
-(every test runs twice: on a SQLite file and on a PostgreSQL database), and the answers
-come from the HTTP API (events, proposals, runs, journal) or the database's own tables.
-The tree is tests/data/scheduling_acceptance; every test writes a config/schedule.yaml
-that switches on only the loops it watches.
+"""The scheduler as docs/scheduling.md describes it, against real `engine serve` processes: each
+start's clock is placed with ENGINE_NOW, state lives in a real database (every test runs twice: on a
+SQLite file and on a PostgreSQL database), and the answers come from the HTTP API (events,
+proposals, runs, journal) or the database's own tables. The tree is
+tests/data/scheduling_acceptance; every test writes a config/schedule.yaml that switches on only the
+loops it watches.
 
 `pulse` (every 1s) is the heartbeat where one is needed: a pulse tick at or after a
 start's clock proves that start's scheduler has made its first pass, and every other
@@ -151,7 +151,7 @@ def signed(body: bytes) -> dict[str, str]:
     return {"X-Engine-Timestamp": stamp, "X-Engine-Signature": f"sha256={mac.hexdigest()}"}
 
 
-# ---- §3: slots make restarts safe --------------------------------------------------------
+# ---- slots make restarts safe (docs/scheduling.md#slots-the-identity-of-a-firing) --------
 
 
 def test_restarts_within_one_interval_admit_exactly_one_tick(
@@ -230,7 +230,7 @@ def test_two_serves_on_one_database_converge_on_one_run_per_slot(
     assert keys == Counter(f"loop:pulse:{slot}" for slot in slots_fired)
 
 
-# ---- §4: missed slots, one shared night ------------------------------------------------
+# ---- missed slots, one shared night (docs/scheduling.md#missed-slots-catch-up) -----------
 
 
 @dataclass
@@ -358,7 +358,7 @@ def test_catch_up_all_fires_every_missed_slot_in_order_up_to_its_cap(night: Nigh
     assert admitted == sorted(admitted) and len(admitted) == 1 + 6 + 10
 
 
-# ---- §8 and §10: disabling a loop ------------------------------------------------------
+# ---- disabling a loop (docs/scheduling.md#operating-schedules) ---------------------------
 
 
 def test_disabling_stops_ticks_and_reenabling_does_not_replay(
@@ -403,7 +403,7 @@ def test_disabling_stops_ticks_and_reenabling_does_not_replay(
     assert get(serve, "/schedules/hourly")["schedule"]["nextDue"] == HOUR.format("17")
 
 
-# ---- §6: approval, watched first and earned ---------------------------------------------
+# ---- approval, watched first and earned (docs/rules.md#approval-state-description) -------
 
 
 def test_watched_proposes_per_slot_and_auto_runs_as_schedule(
@@ -460,7 +460,7 @@ def test_watched_proposes_per_slot_and_auto_runs_as_schedule(
     assert all(a in ("schedule", "system") or a.startswith("worker:") for a in actors), actors
 
 
-# ---- §5: a loop is a singleton ----------------------------------------------------------
+# ---- a loop is a singleton (docs/scheduling.md#overlap-singleton-and-previous_run_in_flight) ----
 
 
 def test_a_loop_with_a_run_in_flight_gets_a_noop_not_a_second_run(
@@ -481,7 +481,7 @@ def test_a_loop_with_a_run_in_flight_gets_a_noop_not_a_second_run(
     assert run["eventId"] == first["eventId"] and run["state"] in ("queued", "claimed", "running")
 
 
-# ---- §9: visibility and the doctor --------------------------------------------------------
+# ---- visibility and the doctor (docs/scheduling.md#the-doctor) ---------------------------
 
 
 def test_schedule_answers_is_it_running_when_did_it_last_fire_what_happened(

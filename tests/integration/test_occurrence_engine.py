@@ -1,8 +1,8 @@
-"""The occurrence engine through the real runtime (seed 2, SPEC §4.12, issue 8): a
+"""The occurrence engine through the real runtime (docs/occurrences.md, issue 8): a
 Service over tests/data/occurrence_engine on a real database (every test runs on SQLite
 and on PostgreSQL), its clock placed by the test, runs executed by the real worker
 through the command adapter (scripts/act.py answers what the test wrote for its
-loop). Each test names the seed section it holds."""
+loop). Each group of tests names the sections of docs/occurrences.md it holds."""
 
 from __future__ import annotations
 
@@ -130,11 +130,11 @@ def world(database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
         w.close()
 
 
-# ---- §4 identity, §7 triage ------------------------------------------------------------
+# ---- identity, triage, findings (docs/occurrences.md) ------------------------------------
 
 
 def test_a_window_has_one_occurrence_whatever_delivers_it(world: Any) -> None:
-    """§4: a second delivery of one window (another event id) returns the existing
+    """A second delivery of one window (another event id) returns the existing
     occurrence: decided duplicate_occurrence, journaled on it, no second run."""
     w = world("budgeted")
     w.at(hour(10))
@@ -198,7 +198,7 @@ def test_an_envelope_posing_as_the_scheduler_claims_no_slot(world: Any) -> None:
 
 
 def test_triage_decision_and_evidence_persist_before_the_run(world: Any) -> None:
-    """§6-§7: the decision and the snapshot it saw are on the occurrence when the run is
+    """The decision and the snapshot it saw are on the occurrence when the run is
     queued, before any worker looks; at most one run per occurrence."""
     w = world("triaged")
     w.at(hour(10))
@@ -215,7 +215,7 @@ def test_triage_decision_and_evidence_persist_before_the_run(world: Any) -> None
 
 
 def test_triage_escalates_after_two_failures_and_blocks_after_a_blocker(world: Any) -> None:
-    """§7 rules over the snapshot: two failed occurrences -> human_attention_required
+    """Triage rules over the snapshot: two failed occurrences -> human_attention_required
     (no run); a BLOCKED outcome -> the next occurrence is an external_blocker."""
     w = world("triaged")
     w.answer("triaged", "FAILED")
@@ -234,7 +234,7 @@ def test_triage_escalates_after_two_failures_and_blocks_after_a_blocker(world: A
 
 
 def test_findings_deduplicate_and_only_a_human_promotes(world: Any) -> None:
-    """§9: every occurrence records the same semantic key once, counted; automation
+    """Every occurrence records the same semantic key once, counted; automation
     cannot promote; an operator's promotion admits finding.promoted."""
     w = world("finder")
     for h in (10, 11, 12):
@@ -257,11 +257,11 @@ def test_findings_deduplicate_and_only_a_human_promotes(world: Any) -> None:
         w.service.dismiss(finding.finding_id, "operator:bob", "too late")
 
 
-# ---- §11 budgets ------------------------------------------------------------------------
+# ---- budgets (docs/occurrences.md#budgets) -----------------------------------------------
 
 
 def test_budget_is_reserved_settled_and_exhaustion_is_terminal(world: Any) -> None:
-    """§11: a dispatch reserves before it runs, the run settles from actual use, and
+    """A dispatch reserves before it runs, the run settles from actual use, and
     the third run of the day is refused: budget_exhausted, nothing queued."""
     w = world("budgeted")
     w.at(hour(10))
@@ -289,7 +289,7 @@ def test_budget_is_reserved_settled_and_exhaustion_is_terminal(world: Any) -> No
 
 
 def test_short_runs_add_up_on_the_wall_clock(world: Any) -> None:
-    """§11: a run's wall clock is settled to the millisecond, so sub-second runs add up
+    """A run's wall clock is settled to the millisecond, so sub-second runs add up
     in the day's use instead of costing nothing each."""
     w = world("budgeted")
     for h in (10, 11):
@@ -306,11 +306,11 @@ def test_short_runs_add_up_on_the_wall_clock(world: Any) -> None:
     assert w.service.stats()["budgetUsed24h"]["budgeted"] == {"runs": 2, "wall_clock_seconds": 1}
 
 
-# ---- §12 concurrency, §13 backoff ----------------------------------------------------------
+# ---- concurrency, backoff (docs/occurrences.md) ------------------------------------------
 
 
 def test_infrastructure_failure_retries_with_exponential_backoff(world: Any) -> None:
-    """§13: a crash is an infrastructure failure: the occurrence waits base * 2^attempt
+    """A crash is an infrastructure failure: the occurrence waits base * 2^attempt
     (60 s, then 120 s), re-triages and runs its job again; after its two retries the
     retry budget is used up: budget_exhausted, three runs in all."""
     w = world("retrying")
@@ -351,7 +351,7 @@ def _gap(start: str | None, end: str | None) -> int:
 
 
 def test_a_conflict_waits_without_using_a_retry(world: Any) -> None:
-    """§13: a scope or resource conflict waits for the base delay and does not consume
+    """A scope or resource conflict waits for the base delay and does not consume
     the retry budget; it completes when the resource frees."""
     w = world("retrying")
     w.answer("retrying", "CONFLICT")
@@ -367,7 +367,7 @@ def test_a_conflict_waits_without_using_a_retry(world: Any) -> None:
 
 
 def test_a_trigger_during_an_active_occurrence_returns_coalesces_or_skips(world: Any) -> None:
-    """§12: while an occurrence waits for its retry, the next slot's trigger is
+    """While an occurrence waits for its retry, the next slot's trigger is
     returned to it (return), folded into it with one follow-up when it ends
     (coalesce), or dropped (skip); never a parallel duplicate."""
     w = world("retrying", "coalescing", "skipping")
@@ -397,7 +397,7 @@ def test_a_trigger_during_an_active_occurrence_returns_coalesces_or_skips(world:
 
 
 def test_the_circuit_breaker_pauses_and_an_operators_cancel_never_counts(world: Any) -> None:
-    """§13: failures in a row pause the loop (actor `schedule`, with a note); an
+    """Failures in a row pause the loop (actor `schedule`, with a note); an
     operator's cancel between them is neither a failure nor a success."""
     w = world("breaker")
     w.answer("breaker", "FAILED")
@@ -434,7 +434,7 @@ def test_the_circuit_breaker_pauses_and_an_operators_cancel_never_counts(world: 
 
 
 def test_a_queued_run_waits_while_the_breaker_has_its_loop_paused(world: Any) -> None:
-    """§13: a run queued before the circuit breaker paused its loop is not claimed while
+    """A run queued before the circuit breaker paused its loop is not claimed while
     the loop stays paused; it waits in the queue and runs once an operator resumes."""
     w = world("breaker")
     w.answer("breaker", "FAILED")
@@ -469,13 +469,13 @@ def test_an_operator_pause_holds_queued_runs_of_that_loop_only(world: Any) -> No
     assert done is not None and done.run_id == held.run_id
 
 
-# ---- §14-§16 stop conditions, freeze, dirty workspaces ------------------------------------
+# ---- stop conditions, freeze, dirty workspaces (docs/occurrences.md) ---------------------
 
 
 def test_a_frozen_or_disabled_repo_gets_no_mutation_but_read_only_checks_run(
     world: Any,
 ) -> None:
-    """§14/§16: mutating work for a frozen repo (release_freeze) or a disabled one
+    """Mutating work for a frozen repo (release_freeze) or a disabled one
     (repository_disabled) is not dispatched; a read-only check of the frozen repo runs."""
     w = world("frozen-act", "frozen-look", "gone-act")
     w.at(hour(10))
@@ -490,7 +490,7 @@ def test_a_frozen_or_disabled_repo_gets_no_mutation_but_read_only_checks_run(
 
 
 def test_a_release_freeze_stops_mutation_everywhere(world: Any) -> None:
-    """§16: `release_freeze: true` in the overlay: a mutating loop of an unfrozen repo
+    """`release_freeze: true` in the overlay: a mutating loop of an unfrozen repo
     is stopped too; read-only loops run."""
     w = world("dirty", "budgeted", freeze=True)
     w.at(hour(10))
@@ -519,7 +519,7 @@ def _dirty_checkout(tmp_path: Path) -> Path:
 
 
 def test_a_dirty_workspace_is_never_touched(world: Any, tmp_path: Path) -> None:
-    """§15: uncommitted changes stop a workspace run (human_attention_required) and
+    """Uncommitted changes stop a workspace run (human_attention_required) and
     stay exactly as they were; with `isolate: worktree` the run works in a fresh
     worktree of HEAD and the person's changes are still untouched."""
     repo = _dirty_checkout(tmp_path)
@@ -544,7 +544,7 @@ def test_a_dirty_workspace_is_never_touched(world: Any, tmp_path: Path) -> None:
 
 
 def test_a_stop_condition_a_person_must_clear_pauses_the_loop(world: Any, tmp_path: Path) -> None:
-    """§14: after an occurrence needed a person (a dirty workspace), `stop-when
+    """After an occurrence needed a person (a dirty workspace), `stop-when
     human_review_required` stops the next one and pauses the loop (actor `schedule`);
     an operator's resume starts afresh and the loop dispatches again."""
     repo = _dirty_checkout(tmp_path)
@@ -561,11 +561,11 @@ def test_a_stop_condition_a_person_must_clear_pauses_the_loop(world: Any, tmp_pa
     assert w.decisions("dirty-stop")[-1] == ("run", None)
 
 
-# ---- §18 shadow mode ----------------------------------------------------------------------
+# ---- shadow mode (docs/occurrences.md#shadow-mode) ---------------------------------------
 
 
 def test_a_mutating_loop_runs_in_shadow_by_default(world: Any, run_engine: Any) -> None:
-    """§18: no `shadow` and mutating work: it records what it would have dispatched,
+    """No `shadow` and mutating work: it records what it would have dispatched,
     creates no proposal and no run; `engine shadow report` shows it, and where an
     operator's own run agrees."""
     w = world("shadowed")
@@ -611,11 +611,11 @@ def test_a_mutating_loop_runs_in_shadow_by_default(world: Any, run_engine: Any) 
     assert report["divergence"]["agree"] == 1 and report["divergence"]["shadowOnly"] == 1
 
 
-# ---- §13 quiet backoff, §17 notifications ----------------------------------------------------
+# ---- quiet backoff, notifications (docs/occurrences.md) ----------------------------------
 
 
 def test_repeated_nothing_to_do_backs_off_quietly(world: Any) -> None:
-    """§13: after three nothing_to_do in a row the loop skips triage until its quiet
+    """After three nothing_to_do in a row the loop skips triage until its quiet
     backoff (base, doubling) has passed."""
     w = world("quiet")
     for h in (10, 11, 12, 13):
@@ -629,7 +629,7 @@ def test_repeated_nothing_to_do_backs_off_quietly(world: Any) -> None:
 def test_notifications_go_to_the_sink_only_on_a_state_change(
     world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """§17: a failure is announced once to the configured sink, with durable ids; the
+    """A failure is announced once to the configured sink, with durable ids; the
     same failure again is not announced again; a recovery is."""
     sink = tmp_path / "notify.jsonl"
     monkeypatch.setenv("ENGINE_NOTIFY_LOG", str(sink))
@@ -656,7 +656,7 @@ def test_notifications_go_to_the_sink_only_on_a_state_change(
 def test_after_an_operators_resume_success_and_failure_are_announced(
     world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """§17: the breaker trips (failed, breaker_tripped), an operator resumes (resumed);
+    """The breaker trips (failed, breaker_tripped), an operator resumes (resumed);
     the success that follows is announced as `recovered` and the next failure again,
     although the resume had reset the failure count; a second trip is news again."""
     sink = tmp_path / "notify.jsonl"
@@ -686,11 +686,11 @@ def test_after_an_operators_resume_success_and_failure_are_announced(
     ]
 
 
-# ---- §20 self-improvement limits, §21 recovery, §22 metrics ------------------------------------
+# ---- self-improvement limits, recovery, metrics (docs/occurrences.md) --------------------
 
 
 def test_nothing_at_run_time_widens_a_loops_policy(world: Any) -> None:
-    """§20: a run-now spends the same budget (no way around it), and the overlay cannot
+    """A run-now spends the same budget (no way around it), and the overlay cannot
     change a budget, approval or shadow: only a reviewed rule file can."""
     w = world("budgeted")
     w.at(hour(10))
@@ -714,7 +714,7 @@ def test_nothing_at_run_time_widens_a_loops_policy(world: Any) -> None:
 
 
 def test_restart_resumes_from_durable_boundaries(world: Any) -> None:
-    """§21: a waiting occurrence resumes after a restart from its persisted retry
+    """A waiting occurrence resumes after a restart from its persisted retry
     time; an occurrence left without a decision is ended as failed, journaled."""
     w = world("retrying")
     w.answer("retrying", "CRASH")
@@ -776,7 +776,7 @@ def test_duplicates_suppressed_means_one_thing_everywhere(world: Any) -> None:
 
 
 def test_metrics_report_what_the_automation_did(world: Any, run_engine: Any) -> None:
-    """§22: occurrences by outcome, the no-op rate, duplicates suppressed, retries by
+    """Occurrences by outcome, the no-op rate, duplicates suppressed, retries by
     class, budget use and findings, as `engine stats --json` and Prometheus text."""
     w = world("budgeted", "quiet", "finder", "retrying")
     w.answer("retrying", "CRASH")

@@ -1,8 +1,8 @@
-"""The occurrence engine over HTTP (seed 2 §9, §18, §22; issue 8): a real `engine serve`
-over tests/data/occurrence_engine on a real database (each test runs on SQLite and on
-PostgreSQL), its clock placed by ENGINE_NOW just before the 10:00 slot, runs executed
-by the embedded worker through scripts/act.py. Each test's config directory switches
-on only the loops it watches; everything is read back through the operator routes."""
+"""The occurrence engine over HTTP (docs/occurrences.md: findings, shadow mode, metrics; issue 8): a
+real `engine serve` over tests/data/occurrence_engine on a real database (each test runs on SQLite
+and on PostgreSQL), its clock placed by ENGINE_NOW just before the 10:00 slot, runs executed by the
+embedded worker through scripts/act.py. Each test's config directory switches on only the loops it
+watches; everything is read back through the operator routes."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def get_text(serve: Serve, path: str, token: str | None) -> tuple[int, str, str]
             return err.code, err.headers["Content-Type"], err.read().decode()
 
 
-# ---- GET /metrics (§22) ------------------------------------------------------------------
+# ---- GET /metrics (docs/occurrences.md#audit-and-metrics) --------------------------------
 
 
 def test_metrics_are_prometheus_text_for_operators_only(occ_serve: Start) -> None:
@@ -183,7 +183,7 @@ def test_an_operator_cancels_a_queued_run(occ_serve: Start) -> None:
     assert [e["action"] for e in journal_of(serve, "run", run_id)].count("cancelled") == 1
 
 
-# ---- findings (§9) --------------------------------------------------------------------------
+# ---- findings (docs/occurrences.md#candidate-findings) -----------------------------------
 
 
 def test_only_an_operator_promotes_a_finding_over_http(occ_serve: Start) -> None:
@@ -240,7 +240,7 @@ def test_only_an_operator_promotes_a_finding_over_http(occ_serve: Start) -> None
     assert [f["findingId"] for f in get(serve, "/findings?status=promoted")["findings"]] == [fid]
 
 
-# ---- GET /shadow/{loop} (§18) ---------------------------------------------------------------
+# ---- GET /shadow/{loop} (docs/occurrences.md#shadow-mode) --------------------------------
 
 
 def test_the_shadow_report_shows_what_a_shadowed_loop_would_dispatch(occ_serve: Start) -> None:

@@ -1,5 +1,6 @@
-"""The host-clock bridge (seed 1 §15): host clocks loaded from config/schedule.yaml, the
-emit argv, slot identity, and the launchd/systemd renderer against golden files."""
+"""The host-clock bridge (docs/deploy.md#2-the-host-clock-bridge): host clocks loaded from
+config/schedule.yaml, the emit argv, slot identity, and the launchd/systemd renderer against golden
+files."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def example_config(tmp_path: Path, extra: str = "") -> Path:
 
 
 def test_example_ships_the_factory_floor(tmp_path: Path) -> None:
-    """The example's host clocks are seed 1 §15's floor: triage 24h on, the rest off."""
+    """The example's host clocks are the bridge floor: triage 24h on, the rest off."""
     _, clocks = load_host_clocks(paths(example_config(tmp_path)))
     floor = {c.name: (c.cadence, c.enabled, c.event_type, c.loop) for c in clocks}
     assert floor == {
@@ -105,7 +106,7 @@ def test_loop_switched_off_keeps_its_host_clock(tmp_path: Path) -> None:
     config = example_config(tmp_path)
     text = (config / "schedule.yaml").read_text()
     text = text.replace(
-        "# the bridge floor of seed 1 §15: triage on, the rest off\n    enabled: true",
+        "# the bridge floor: triage on, the rest off\n    enabled: true",
         "\n    enabled: false",
     )
     (config / "schedule.yaml").write_text(text)

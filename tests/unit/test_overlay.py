@@ -1,5 +1,6 @@
-"""The instance overlay (config/schedule.yaml) merged over kernel loops (SPEC §4.8):
-what it may change, what stays pinned, and what a new overlay loop looks like."""
+"""The instance overlay (config/schedule.yaml) merged over kernel loops
+(docs/rules.md#the-overlay-configscheduleyaml): what it may change, what stays pinned, and what a
+new overlay loop looks like."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Repo loops and chains (seed 1 §12, §14; SPEC §4.10) as the shipped kernel rules
-declare them: work/merge/ship loops per configured repo that is not report-only, the
-chain edges of a dispatch, the merge-loop exception (WM-398: the merge loop auto-approves
-its read-only cold scan, nothing else), and ship-apply human-only against every way a
-rule, route or overlay could try to make it automatic."""
+"""Repo loops and chains (docs/rules.md#per-repo-loops-for-repo-in-repos, docs/rules.md#chains,
+docs/walkthrough.md) as the shipped kernel rules declare them: work/merge/ship loops per configured
+repo that is not report-only, the chain edges of a dispatch, the merge-loop exception
+(docs/walkthrough.md#the-merge-loop-exception: the merge loop auto-approves its read-only cold scan,
+nothing else), and ship-apply human-only against every way a rule, route or overlay could try to
+make it automatic."""
 
 from __future__ import annotations
 
@@ -134,7 +135,7 @@ def test_work_and_ship_loops_ship_neutral(
 ) -> None:
     """work-<repo> (30m) and ship-<repo> (7d): disabled, watched, singleton, catch-up none;
     work-<repo> dispatches mutating work and says nothing about shadow, so it starts in
-    shadow mode (seed 2 §18); ship-<repo> is read-only."""
+    shadow mode (docs/occurrences.md#shadow-mode); ship-<repo> is read-only."""
     loop = rules.loops[f"{kind}-{repo}"]
     assert (loop.trigger.kind, loop.trigger.every_seconds) == (TriggerKind.INTERVAL, seconds)
     assert (loop.event_type, dict(loop.payload)) == (event_type, {"repo": repo})
@@ -145,7 +146,8 @@ def test_work_and_ship_loops_ship_neutral(
 
 @pytest.mark.parametrize("repo", ACTIVE)
 def test_merge_loop_is_the_one_enabled_auto_exception(rules: RuleSet, repo: str) -> None:
-    """merge-<repo> (30m) ships enabled with approval auto, singleton, catch-up none (WM-398)."""
+    """merge-<repo> (30m) ships enabled with approval auto, singleton, catch-up none: the
+    merge-loop exception (docs/walkthrough.md#the-merge-loop-exception)."""
     loop = rules.loops[f"merge-{repo}"]
     assert (loop.trigger.kind, loop.trigger.every_seconds) == (TriggerKind.INTERVAL, 1800)
     assert (loop.event_type, dict(loop.payload)) == ("factory.merge.requested", {"repo": repo})
@@ -293,8 +295,9 @@ def test_nothing_to_do_has_no_edge(bare: RuleSet) -> None:
     assert dispatched(bare, "NOTHING_TO_DO") == (False, False, [])
 
 
-def test_chains_hold_exactly_the_seeds_edges(bare: RuleSet) -> None:
-    """The chained outcomes are the seed's (§12, §14, §15) and no others."""
+def test_chains_hold_exactly_the_kernel_edges(bare: RuleSet) -> None:
+    """The chained outcomes are the kernel's (loops/chains.rules, the loop of docs/walkthrough.md)
+    and no others."""
     expected = {
         ("dispatch@1", "PR_OPEN"): ("factory.work.requested", "factory.merge.requested"),
         ("dispatch@1", "NOT_CLAIMED"): ("factory.work.requested",),

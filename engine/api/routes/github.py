@@ -1,4 +1,4 @@
-"""GitHub webhook intake over HTTP (seed 1 §13). `POST /github` takes deliveries
+"""GitHub webhook intake over HTTP (docs/github.md). `POST /github` takes deliveries
 signed with ENGINE_GITHUB_WEBHOOK_SECRET (actor `github`); `POST /github/replay` takes
 saved ones from this host, unsigned (loopback peers only; actor `inject`, or the
 operator whose token the request carries). Both run the same translation and give the same
