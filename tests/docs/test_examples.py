@@ -97,7 +97,7 @@ def test_few_examples_are_not_run() -> None:
 # "seed N §M", the spec's sections and the tickets of a tracker outside the repository;
 # never a Markdown link to a section of the same page. (`\s` and the ticket prefixes in a
 # group keep this line from matching itself.)
-CITATION = re.compile(r"[Ss]eed [0-9]+ §|SPEC\s§|\b(?:WM|OPS)-[0-9]+\b")
+CITATION = re.compile(r"[Ss]eed [0-9]+ §|SPEC\s§|\b(?:WM|OPS)-[0-9]+\b|shared/seed[s]/|SPEC[.]md")
 DOC_FILES = ["README.md", "docs"]
 CODE_FILES = ["engine", "dsl", "tests", "bench", "loops", "config", "CHANGELOG.md"]
 SUFFIXES = {".md", ".py", ".rules", ".yaml", ".txt", ".lark"}
