@@ -205,11 +205,18 @@ NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+# A table's columns are as wide as their widest value, so a relative time that grows a
+# digit (`9s ago`, `10s ago`) shifts the columns after it and lengthens the rule line:
+# column padding (two spaces or more) and a rule line compare by their presence only.
+PADDING = re.compile(r" {2,}")
+RULE = re.compile(r"─+")
+
+
 def normalise(line: str) -> str:
     """One output line with what varies between runs replaced by placeholders."""
     for pattern, placeholder in NORMALISERS:
         line = pattern.sub(placeholder, line)
-    return line.rstrip()
+    return RULE.sub("─", PADDING.sub("  ", line.rstrip()))
 
 
 def trimmed(lines: Sequence[str]) -> list[str]:
