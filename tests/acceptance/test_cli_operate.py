@@ -154,6 +154,8 @@ def test_journal_follow_prints_new_records_until_interrupted(serve: Serve) -> No
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a test worker ignores SIGINT, and a child inherits that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     ) as follower:
         reader = threading.Thread(target=lambda: [lines.put(x) for x in follower.stdout or ()])
         reader.start()
@@ -164,7 +166,11 @@ def test_journal_follow_prints_new_records_until_interrupted(serve: Serve) -> No
                     seen = lines.get(timeout=30)
         finally:
             follower.send_signal(signal.SIGINT)
-            code = follower.wait(30)
+            try:
+                code = follower.wait(30)
+            except subprocess.TimeoutExpired:
+                follower.kill()  # never a hung test: the assertion below fails instead
+                code = follower.wait()
             reader.join(30)
         errors = follower.stderr.read() if follower.stderr else ""
     assert re.fullmatch(rf"\d+ \S+Z proposal {proposal} opened system -> open: .*\n", seen)

@@ -202,6 +202,8 @@ NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d+[smhd]( \d+[smhd])? ago\b"), "<ago>"),
     (re.compile(r"\bin \d+[smhd]( \d+[smhd])?\b"), "in <later>"),
     (re.compile(r"\bengine \d+\.\d+\.\d+\S*"), "engine <version>"),
+    # A paging cursor encodes the page's last instant and id (engine/core/paging.py).
+    (re.compile(r"(--before |\"next\": \")[A-Za-z0-9_-]{16,}"), r"\1<cursor>"),
 )
 
 

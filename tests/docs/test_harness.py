@@ -58,6 +58,11 @@ def test_ids_and_times_are_normalised_but_digests_are_not() -> None:
         ["2026-12-02 06:36:05,493 worker w2: claimed run run-cb9364adabe7dcae"],
     )
     assert not h.matches(["digest: sha256:aaaa"], ["digest: sha256:bbbb"])
+    assert h.matches(  # a paging cursor holds the page's last instant
+        ["more: engine runs --before WyIyMDI2LTEyLTAyVDA3OjA1OjA5LjY2MjcyMVoiLCJ"],
+        ["more: engine runs --before WyIyMDI2LTEyLTAyVDA3OjA1OjI5Ljk5NzQ2MloiLCJ"],
+    )
+    assert not h.matches(["more: engine runs --loop a"], ["more: engine runs --loop b"])
 
 
 def test_an_elision_stands_for_any_lines() -> None:
