@@ -4,6 +4,7 @@ since the store is synchronous), the settings, and the JSON reply."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -55,12 +56,14 @@ _reads: ThreadPoolExecutor | None = None
 
 async def call_read(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run a synchronous service method that only reads, in the read threads, so it
-    never queues behind writes waiting for a lock."""
+    never queues behind writes waiting for a lock. It runs in a copy of the caller's
+    context, as `asyncio.to_thread` does: its log lines carry the request id."""
     global _reads
     if _reads is None:
         _reads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="engine-read")
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_reads, partial(fn, *args, **kwargs))
+    context = contextvars.copy_context()
+    return await loop.run_in_executor(_reads, partial(context.run, fn, *args, **kwargs))
 
 
 def operator(request: web.Request) -> str:

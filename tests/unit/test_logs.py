@@ -5,6 +5,7 @@ progress line of a long catch-up."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import json
 import logging
@@ -160,3 +161,15 @@ def test_a_long_catch_up_reports_its_progress(tmp_path: Path, captured: io.Strin
     wave = [line for line in lines if line["msg"].startswith("catch-up: loop wave ")]
     assert wave and wave[-1]["msg"] == "catch-up: loop wave 1,000/1,000 slots"
     assert [line["done"] for line in wave] == sorted(line["done"] for line in wave)
+
+
+def test_a_read_in_the_read_threads_sees_the_request_id() -> None:
+    """What a route reads off the event loop (`call_read`) logs with the request's id,
+    as what it runs in `asyncio.to_thread` does."""
+    from engine.api.context import call, call_read
+
+    async def handle() -> tuple[str | None, str | None]:
+        REQUEST_ID.set("req-42")
+        return await call_read(REQUEST_ID.get), await call(REQUEST_ID.get)
+
+    assert asyncio.run(handle()) == ("req-42", "req-42")
