@@ -38,7 +38,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 INSTANCE_PARTS = ("loops", "registry", "config", "docs/examples")
 ELISION = "..."
-ELISIONS = frozenset({ELISION, "…"})  # a line that is exactly one of these
+ELISIONS = frozenset({ELISION, "…"})  # a line that is one of these, indented or not
+
+
+def is_elision(line: str) -> bool:
+    """Whether an expected line stands for any number of lines (an excerpt of indented
+    JSON indents its elisions too)."""
+    return line.strip() in ELISIONS
+
+
 FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
 ANNOTATION = re.compile(r"^<!--\s*example:\s*(.*?)\s*-->\s*$")
 NOT_RUN = re.compile(r"^not run\s*(?:—|--|-|:)\s*(.+)$")
@@ -233,9 +241,9 @@ def matches(expected: Sequence[str], actual: Sequence[str]) -> bool:
     """Whether the actual lines are the expected ones after normalising; a line that is
     exactly `...` in the expected output stands for any number of lines."""
     want, got = [normalise(x) for x in trimmed(expected)], [normalise(x) for x in trimmed(actual)]
-    if not ELISIONS.intersection(want):
+    if not any(is_elision(w) for w in want):
         return want == got
-    pattern = "".join(r"(?:[^\n]*\n)*?" if w in ELISIONS else re.escape(w + "\n") for w in want)
+    pattern = "".join(r"(?:[^\n]*\n)*?" if is_elision(w) else re.escape(w + "\n") for w in want)
     return re.fullmatch(pattern, "".join(g + "\n" for g in got)) is not None
 
 
@@ -261,12 +269,12 @@ def regenerated(expected: Sequence[str], actual: Sequence[str]) -> list[str]:
     want, got = trimmed(expected), trimmed(actual)
     if matches(want, got):
         return list(expected)
-    marks = [n for n, w in enumerate(want) if w in ELISIONS]
+    marks = [n for n, w in enumerate(want) if is_elision(w)]
     if marks:
         kept = elided(want, got, marks)
         if kept is not None:
             return kept
-        want = [w for w in want if w not in ELISIONS]
+        want = [w for w in want if not is_elision(w)]
     keep = difflib.SequenceMatcher(
         None, [normalise(x) for x in want], [normalise(x) for x in got], autojunk=False
     )

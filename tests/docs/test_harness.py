@@ -68,6 +68,7 @@ def test_ids_and_times_are_normalised_but_digests_are_not() -> None:
 def test_an_elision_stands_for_any_lines() -> None:
     """`...` matches zero or more lines, and only between the lines around it."""
     assert h.matches(["a", "...", "z"], ["a", "b", "c", "z"])
+    assert h.matches(["{", '  "a": 1,', "  …", "}"], ["{", '  "a": 1,', '  "b": 2', "}"])
     assert h.matches(["a", "...", "z"], ["a", "z"])
     assert not h.matches(["a", "...", "z"], ["a", "b", "y"])
 
