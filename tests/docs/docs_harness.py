@@ -208,6 +208,7 @@ NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d+(\.\d+)?\s?ms\b"), "<duration>"),
     (re.compile(r"\b\d+\.\d+\s?s\b"), "<duration>"),
     (re.compile(r"\b\d+[smhd]( \d+[smhd])? ago\b"), "<ago>"),
+    (re.compile(r"\bjust now\b"), "<ago>"),  # under a few seconds ago (engine/core/timefmt.py)
     (re.compile(r"\bin \d+[smhd]( \d+[smhd])?\b"), "in <later>"),
     (re.compile(r"\bengine \d+\.\d+\.\d+\S*"), "engine <version>"),
     # A paging cursor encodes the page's last instant and id (engine/core/paging.py).

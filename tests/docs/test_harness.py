@@ -53,6 +53,7 @@ def test_ids_and_times_are_normalised_but_digests_are_not() -> None:
         ["run-0123456789abcdef  2026-12-01T14:00:00Z  4m ago"],
         ["run-fedcba9876543210  2026-12-02T05:00:01Z  12m ago"],
     )
+    assert h.matches(["queued  just now"], ["queued  5s ago"])
     assert h.matches(
         ["2026-11-30 11:53:38,223 worker w2: claimed run run-cb9364adabe7dcae"],
         ["2026-12-02 06:36:05,493 worker w2: claimed run run-cb9364adabe7dcae"],
