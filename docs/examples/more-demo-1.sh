@@ -4,19 +4,12 @@
 # docs/cli.md#engine-approve and #engine-reject. Run from the checkout (or an instance
 # directory).
 set -euo pipefail
+. docs/examples/lib.sh
 mkdir -p var
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 engine serve --no-worker --port "$port" --db var/engine.db >>var/serve.log 2>&1 &
 pid=$!
-python3 - "$port" <<'PY'
-import sys, time, urllib.request
-for _ in range(300):
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/healthz", timeout=1)
-        break
-    except OSError:
-        time.sleep(0.1)
-PY
+wait_ready "$port"
 for n in 2 3 4 5; do
   echo '{"schemaVersion":"factory.event/v1","eventId":"demo-'$n'","type":"factory.work.requested","source":"inject","occurredAt":"2026-11-30T10:00:00Z","payload":{"repo":"bj29"}}' \
     | engine inject - --url "http://127.0.0.1:$port"

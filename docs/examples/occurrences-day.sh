@@ -6,26 +6,19 @@
 # read its database, docs/examples/occurrences/var/engine.db, from that directory.
 # Run from the checkout (or an instance directory).
 set -euo pipefail
+. docs/examples/lib.sh
 cd docs/examples/occurrences
 rm -rf var
 mkdir -p var/control
 export ENGINE_DB=var/engine.db
 export OCC_SCRIPTS=$PWD/scripts OCC_CONTROL=$PWD/var/control
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 url=http://127.0.0.1:$port
 
 serve() {  # serve START: serve (planning only) with the clock at START, in the background
   ENGINE_NOW=$1 engine serve --no-worker --port "$port" >>var/story.log 2>&1 &
   pid=$!
-  python3 - "$port" <<'PY'
-import sys, time, urllib.request
-for _ in range(300):
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/healthz", timeout=1)
-        break
-    except OSError:
-        time.sleep(0.1)
-PY
+  wait_ready "$port"
   sleep 1
 }
 stop() { kill -TERM "$pid"; wait "$pid"; }

@@ -3,7 +3,8 @@
 # lease recovery fails the mutating run and requeues the read-only one
 # (docs/runtime.md#runs). Run from the checkout (or an instance directory).
 set -euo pipefail
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+. docs/examples/lib.sh
+port=$(free_port)
 ENGINE_NOW=2026-11-30T12:00:12Z engine serve --no-worker --port "$port" --db var/engine.db >>var/serve.log 2>&1 &
 pid=$!
 until engine journal --entity run --db var/engine.db | grep -c lease_expired | grep -qx 2; do sleep 0.2; done

@@ -5,25 +5,18 @@
 # checkout (or an instance directory); schedule-operator.sh and then
 # schedule-story.sh go on from here.
 set -euo pipefail
+. docs/examples/lib.sh
 bash docs/examples/example-config.sh
 export ENGINE_DB=var/engine.db
 mkdir -p var
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 
 serve_for() {  # serve_for START SECONDS: serve (planning only) with the clock at START,
   # SECONDS once it answers; then one worker runs what it queued, so the history does
   # not depend on how far a worker got before the stop
   ENGINE_NOW=$1 engine serve --no-worker --port "$port" >>var/story.log 2>&1 &
   local pid=$!
-  python3 - "$port" <<'PY'
-import sys, time, urllib.request
-for _ in range(300):
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/healthz", timeout=1)
-        break
-    except OSError:
-        time.sleep(0.1)
-PY
+  wait_ready "$port"
   sleep "$2"
   kill -TERM "$pid"
   wait "$pid"
