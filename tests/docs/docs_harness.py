@@ -207,6 +207,8 @@ NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b[0-9a-f]{32}\b"), "<uuid>"),
     (re.compile(r"\b\d+(\.\d+)?\s?ms\b"), "<duration>"),
     (re.compile(r"\b\d+\.\d+\s?s\b"), "<duration>"),
+    # `engine stats`' budget line: runs counted, the wall-clock seconds they took measured.
+    (re.compile(r"\b(\d+ runs)/\d+s\b"), r"\1/<duration>"),
     (re.compile(r"\b\d+[smhd]( \d+[smhd])? ago\b"), "<ago>"),
     (re.compile(r"\bjust now\b"), "<ago>"),  # under a few seconds ago (engine/core/timefmt.py)
     (re.compile(r"\bin \d+[smhd]( \d+[smhd])?\b"), "in <later>"),

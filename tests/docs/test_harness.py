@@ -64,6 +64,9 @@ def test_ids_and_times_are_normalised_but_digests_are_not() -> None:
         ["more: engine runs --before WyIyMDI2LTEyLTAyVDA3OjA1OjI5Ljk5NzQ2MloiLCJ"],
     )
     assert not h.matches(["more: engine runs --loop a"], ["more: engine runs --loop b"])
+    # the budget line of `engine stats`: the seconds the runs took are measured, the runs not
+    assert h.matches(["budget used (24h): a 6 runs/0s"], ["budget used (24h): a 6 runs/1s"])
+    assert not h.matches(["budget used (24h): a 6 runs/0s"], ["budget used (24h): a 5 runs/0s"])
 
 
 def test_an_elision_stands_for_any_lines() -> None:
