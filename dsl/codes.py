@@ -1,5 +1,6 @@
 """The catalogue of diagnostic codes. Every code a diagnostic carries is listed here
-with a one-line title; docs/rules.md explains each with an example and a fix."""
+with a one-line title; docs/rules.md explains each with an example and a fix. An E code
+is an error (nothing loads); a W code a warning (the rules load, and say what to fix)."""
 
 from __future__ import annotations
 
@@ -78,4 +79,6 @@ CODES: dict[str, str] = {
     "E0906": "duplicate registry entry",
     "E0907": "file is not UTF-8 text",
     "E0908": "YAML or JSON nested too deeply",
+    # warnings: the rules load
+    "W0901": "old spelling (loads for one release; engine fmt --write rewrites it)",
 }

@@ -77,20 +77,29 @@ def _window(text: str, column: int) -> tuple[str, int]:
 
 class RulesError(Exception):
     """Raised when rule, registry or configuration files do not load; carries every
-    diagnostic found, in file order."""
+    diagnostic found, in file order, and the warnings found on the way (apart)."""
 
-    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+    def __init__(
+        self, diagnostics: Sequence[Diagnostic], warnings: Sequence[Diagnostic] = ()
+    ) -> None:
         self.diagnostics = tuple(sorted(diagnostics, key=_order))
+        self.warnings = ordered(warnings)
         count = len(self.diagnostics)
         first = self.diagnostics[0].render() if self.diagnostics else ""
         super().__init__(f"{count} error(s) in rules\n{first}")
 
     def render(self) -> str:
-        return "\n\n".join(d.render() for d in self.diagnostics)
+        """The errors, then the warnings."""
+        return "\n\n".join(d.render() for d in (*self.diagnostics, *self.warnings))
 
 
 def _order(d: Diagnostic) -> tuple[str, int, int, str]:
     return (d.span.file, d.span.line, d.span.column, d.code)
+
+
+def ordered(diagnostics: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
+    """Diagnostics in file order, as errors are reported."""
+    return tuple(sorted(diagnostics, key=_order))
 
 
 @dataclass
@@ -113,6 +122,7 @@ class Collector:
 
     sources: Sources = field(default_factory=Sources)
     items: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)  # never fail a phase
 
     def error(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
         """Record a problem once: a rule expanded per repo reports the same one once."""
@@ -121,12 +131,19 @@ class Collector:
         if diagnostic not in self.items:
             self.items.append(diagnostic)
 
+    def warn(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
+        """Record a warning once: it is reported, but what it points at still loads."""
+        source = self.sources.line(span.file, span.line)
+        diagnostic = Diagnostic(code, message, span, source, hint, severity="warning")
+        if diagnostic not in self.warnings:
+            self.warnings.append(diagnostic)
+
     def extend(self, diagnostics: Iterable[Diagnostic]) -> None:
         self.items.extend(diagnostics)
 
     def raise_if_any(self) -> None:
         if self.items:
-            raise RulesError(self.items)
+            raise RulesError(self.items, self.warnings)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:

@@ -11,6 +11,15 @@ from dsl.expr import Expr, ObjectExpr
 
 
 @dataclass(frozen=True, slots=True)
+class Old:
+    """Where a line used an old spelling of the language (dsl/spelling.py): the old
+    word as written and its span. The compiler warns (W0901) at it."""
+
+    word: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Arg:
     """One argument of a loop setting: a bare word, a quoted string, or `name=value`
     (kind "assign": `value` is the name, `assigned` the word after `=`)."""
@@ -43,6 +52,7 @@ class Emit:
     payload: ObjectExpr | None
     guard: Guard | None
     span: Span
+    old: Old | None = None  # the guard's `if`/`unless` written after the payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +79,14 @@ class TriageDecl:
 
 @dataclass(frozen=True, slots=True)
 class OnEvent:
-    """`on-event TYPE [window VALUE] [if|unless EXPR]`: a loop fired by admitted events."""
+    """`on_event TYPE [window VALUE] [if|unless EXPR]`: a loop fired by admitted events."""
 
     event_type: str
     type_span: Span
     window: Expr | None
     guard: Guard | None
     span: Span
+    old: Old | None = None  # written `on-event`
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +172,13 @@ class WebhookDecl:
 
 @dataclass(frozen=True, slots=True)
 class HumanOnlyDecl:
+    """`human_only WORD`: a definition when WORD has an `@`, else an event type."""
+
     target_kind: str  # "event" | "definition"
     target: str
     target_span: Span
     span: Span
+    old: Old | None = None  # written `human-only`, or with the word `definition`
 
 
 Decl: TypeAlias = LoopDecl | ForEach | RouteDecl | ChainDecl | WebhookDecl | HumanOnlyDecl

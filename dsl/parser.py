@@ -157,6 +157,7 @@ def parse(text: str, path: str) -> m.RuleFile:
             builder._depth.clear()
             builder._start.clear()
             builder._too_deep.clear()
+            builder._guard_at.clear()
             parsed: Any = lark.parse(text)  # the inline builder returns a RuleFile
             result: m.RuleFile = parsed
             for span in builder._too_deep.values():
@@ -244,6 +245,7 @@ class _Builder(Transformer[Token, Any]):
         self._depth: dict[int, int] = {}
         self._start: dict[int, Span] = {}  # where each compound expression begins
         self._too_deep: dict[int, Span] = {}
+        self._guard_at: dict[int, Span] = {}  # where each guard's `if`/`unless` is
 
     def _span(self, token: Token) -> Span:
         return Span(self._file, token.line or 1, token.column or 1)
@@ -267,9 +269,9 @@ class _Builder(Transformer[Token, Any]):
     def on_event(
         self, keyword: Token, event_type: Token, window: ex.Expr | None, guard: m.Guard | None
     ) -> m.OnEvent:
-        return m.OnEvent(
-            str(event_type), self._span(event_type), window, guard, self._span(keyword)
-        )
+        span = self._span(keyword)
+        old = m.Old(str(keyword), span) if str(keyword) != "on_event" else None
+        return m.OnEvent(str(event_type), self._span(event_type), window, guard, span, old)
 
     def on_event_window(self, value: ex.Expr) -> ex.Expr:
         return value
@@ -351,10 +353,16 @@ class _Builder(Transformer[Token, Any]):
     def route_approval(self, word: Token) -> m.Arg:
         return self._word(word)
 
-    def human_only(self, kind: Token | None, target: Token) -> m.HumanOnlyDecl:
+    def human_only(self, keyword: Token, kind: Token | None, target: Token) -> m.HumanOnlyDecl:
         span = self._span(target)
-        target_kind = "definition" if kind is not None else "event"
-        return m.HumanOnlyDecl(target_kind, str(target), span, Span(self._file, span.line, 1))
+        target_kind = "definition" if kind is not None or "@" in target else "event"
+        old = None
+        if str(keyword) != "human_only":
+            old = m.Old(str(keyword), self._span(keyword))
+        elif kind is not None:
+            old = m.Old(str(kind), self._span(kind))
+        line = Span(self._file, span.line, 1)
+        return m.HumanOnlyDecl(target_kind, str(target), span, line, old)
 
     # ---- chains --------------------------------------------------------------
     def chain(self, definition: Token, *rest: Token | m.Emit | m.Stop) -> m.ChainDecl:
@@ -392,7 +400,7 @@ class _Builder(Transformer[Token, Any]):
 
     # ---- emit ----------------------------------------------------------------
     def emit(self, event_type: Token, *rest: Any) -> m.Emit:
-        subject = event_id = payload = guard = None
+        subject = event_id = payload = guard = old = None
         for item in rest:
             if isinstance(item, tuple) and item[0] == "subject":
                 subject = item[1]
@@ -402,8 +410,11 @@ class _Builder(Transformer[Token, Any]):
                 payload = item
             elif isinstance(item, m.Guard):
                 guard = item
+                if payload is not None:  # the old form: the guard after the payload
+                    word = "unless" if item.negate else "if"
+                    old = m.Old(word, self._guard_at.get(id(item), payload.span))
         span = self._span(event_type)
-        return m.Emit(str(event_type), span, subject, event_id, payload, guard, span)
+        return m.Emit(str(event_type), span, subject, event_id, payload, guard, span, old)
 
     def subject(self, value: ex.Expr) -> tuple[str, ex.Expr]:
         return ("subject", value)
@@ -411,11 +422,15 @@ class _Builder(Transformer[Token, Any]):
     def event_id(self, value: ex.Expr) -> tuple[str, ex.Expr]:
         return ("id", value)
 
-    def if_guard(self, expr: ex.Expr) -> m.Guard:
-        return m.Guard(expr, negate=False)
+    def if_guard(self, keyword: Token, expr: ex.Expr) -> m.Guard:
+        return self._guard(keyword, m.Guard(expr, negate=False))
 
-    def unless_guard(self, expr: ex.Expr) -> m.Guard:
-        return m.Guard(expr, negate=True)
+    def unless_guard(self, keyword: Token, expr: ex.Expr) -> m.Guard:
+        return self._guard(keyword, m.Guard(expr, negate=True))
+
+    def _guard(self, keyword: Token, guard: m.Guard) -> m.Guard:
+        self._guard_at[id(guard)] = self._span(keyword)  # for an old trailing guard's warning
+        return guard
 
     # ---- expressions ---------------------------------------------------------
     def _nested(self, node: ex.Expr, children: tuple[ex.Expr, ...]) -> ex.Expr:

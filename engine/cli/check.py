@@ -43,8 +43,15 @@ def run_check(args: argparse.Namespace) -> int:
         return _report(err, args.json)
     summary = dict(describe(rules))
     if args.json:
-        print_json({"valid": True, **summary})
+        print_json({"valid": True, **summary, "warnings": [w.as_dict() for w in rules.warnings]})
         return exits.OK
+    if rules.warnings:  # rendered like errors, on stderr; the rules loaded
+        print("\n\n".join(w.render() for w in rules.warnings), file=sys.stderr)
+        count = len(rules.warnings)
+        print(
+            f"\nwarning: {count} warning{'s' if count != 1 else ''}; the rules loaded\n",
+            file=sys.stderr,
+        )
     print(
         f"ok: {summary['loops']} loops ({summary['enabledLoops']} enabled), "
         f"{summary['routes']} routes, {summary['chains']} chains, "
@@ -58,9 +65,11 @@ def run_check(args: argparse.Namespace) -> int:
 
 def _report(err: RulesError, as_json: bool) -> int:
     if as_json:
-        print_json({"valid": False, "errors": [d.as_dict() for d in err.diagnostics]})
+        errors = [d.as_dict() for d in err.diagnostics]
+        warnings = [w.as_dict() for w in err.warnings]
+        print_json({"valid": False, "errors": errors, "warnings": warnings})
     else:
-        print(err.render(), file=sys.stderr)
+        print(err.render(), file=sys.stderr)  # the errors, then the warnings
         count = len(err.diagnostics)
         print(
             f"\nerror: {count} problem{'s' if count != 1 else ''} found; nothing was loaded",

@@ -12,6 +12,7 @@ from jsonschema import Draft202012Validator
 from dsl import expr as ex
 from dsl.diagnostics import Collector, Span, did_you_mean
 from dsl.model import HumanOnlyDecl, RouteDecl
+from dsl.spelling import FIX_IT, OLD_SPELLING
 from engine.core.config import HostTimer
 from engine.core.inputs import Tree
 from engine.core.registry import Definition, EventType, Probe
@@ -145,6 +146,13 @@ class CompilerBase:
 
     # ---- approval policies and routes --------------------------------------------
     def _human_only(self, decl: HumanOnlyDecl) -> None:
+        if decl.old is not None:
+            self.c.warn(
+                OLD_SPELLING,
+                f"old spelling '{decl.old.word}'",
+                decl.old.span,
+                f"write: human_only {decl.target} ({FIX_IT})",
+            )
         if decl.target_kind == "event":
             if self._known_type(decl.target, decl.target_span):
                 self.human_types.add(decl.target)

@@ -52,7 +52,7 @@ class ClockCompiler(CompilerBase):
                 self.c.error(
                     "E0806",
                     f"host clock '{clock.name}' fires every {clock.cadence} but its bridge"
-                    f" loop expects host-clock {expected}",
+                    f" loop expects host_clock {expected}",
                     at_cadence,
                     f"write: cadence: {expected}",
                 )

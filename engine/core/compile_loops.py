@@ -134,7 +134,7 @@ class LoopCompiler(CompilerBase):
                 f"loop '{name or decl.name}' has no trigger",
                 decl.name_span,
                 'add one of: every 60m | cron "0 9 * * *" in UTC | at 2026-12-01T09:00:00Z'
-                " | manual | host-clock 24h | watch PROBE every 5m | on-event TYPE | after LOOP",
+                " | manual | host_clock 24h | watch PROBE every 5m | on_event TYPE | after LOOP",
             )
         payload = self._static_payload(emit, scope, "in a loop payload")
         if draft.trigger is not None and draft.trigger.kind is TriggerKind.AFTER:
@@ -212,7 +212,7 @@ class LoopCompiler(CompilerBase):
         self._known_type(trigger.event_type, at)
         for part in (trigger.guard.expr if trigger.guard else None, trigger.window):
             if part is not None:
-                self._roots_ok(part, ["event"], "in an on-event trigger")
+                self._roots_ok(part, ["event"], "in an on_event trigger")
 
     def _check_after(self, loops: Mapping[str, Loop]) -> None:
         """Each `after` names a loop there is, and outcomes its routed definition
@@ -357,7 +357,7 @@ class LoopCompiler(CompilerBase):
                 self.c.error(
                     "E0305",
                     f"'approval auto' on loop '{loop.name}', fired by events from outside"
-                    f" (on-event {loop.trigger.event_type}), whose definition"
+                    f" (on_event {loop.trigger.event_type}), whose definition"
                     f" {definition.ref} is mutating",
                     approval_at,
                     "an admitted event never runs mutating work unattended: keep the loop "

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dsl.diagnostics import did_you_mean
+from dsl.diagnostics import Span, did_you_mean
 from dsl.model import ChainDecl, Emit, WebhookDecl
+from dsl.spelling import FIX_IT, OLD_SPELLING
 from engine.core.compile_base import CHAIN_ROOTS, WEBHOOK_SOURCES, CompilerBase
 from engine.core.ruleset import (
     Chain,
@@ -54,6 +55,8 @@ class TableCompiler(CompilerBase):
 
     def _emit_rule(self, emit: Emit, roots: Iterable[str], what: str) -> EmitRule:
         self._routed_type(emit.event_type, emit.type_span)
+        if emit.old is not None:
+            self._old_guard(emit, emit.old.span)
         names = list(roots)
         for part in (
             emit.subject,
@@ -65,6 +68,17 @@ class TableCompiler(CompilerBase):
                 self._roots_ok(part, names, what)
         return EmitRule(
             emit.event_type, emit.subject, emit.event_id, emit.payload, emit.guard, emit.span
+        )
+
+    def _old_guard(self, emit: Emit, at: Span) -> None:
+        """W0901 for `emit ... { payload } if COND`: the guard goes before the payload."""
+        guard = self.c.sources.line(at.file, at.line)[at.column - 1 :].strip()
+        options = " ..." if emit.subject is not None or emit.event_id is not None else ""
+        self.c.warn(
+            OLD_SPELLING,
+            f"old spelling: '{guard.split()[0] if guard else 'if'}' after the payload",
+            at,
+            f"write: emit {emit.event_type}{options} {guard} {{ ... }} ({FIX_IT})",
         )
 
     # ---- webhooks ----------------------------------------------------------------

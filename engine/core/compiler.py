@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dsl.diagnostics import ordered
 from dsl.model import ChainDecl, HumanOnlyDecl, RouteDecl, WebhookDecl
 from engine.core.compile_clocks import ClockCompiler
 from engine.core.compile_loops import LoopCompiler
@@ -73,6 +74,7 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
             digest=self.tree.digest,
             release_freeze=release_freeze(self.tree),
             probes=self.probes,
+            warnings=ordered(self.c.warnings),
         )
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import cache
 
 from dsl import expr as ex
+from dsl import spelling
 from dsl.diagnostics import Collector, Span, did_you_mean
 from dsl.model import Arg, OnEvent, Setting, TriageDecl, TriageLine
 from engine.core.cron import cron_problem
@@ -56,7 +57,11 @@ class Draft:
     on_active: OnActive = OnActive.RETURN
     description: str = ""
     seen: dict[str, Span] = field(default_factory=dict)
-    on_event: OnEvent | None = None  # the `on-event` line, when it is the trigger
+    written: dict[str, str] = field(default_factory=dict)  # a key as first written, if old
+    on_event: OnEvent | None = None  # the `on_event` line, when it is the trigger
+    overlap_span: Span | None = None  # the `overlap` line
+    old_overlap: list[tuple[Span, str]] = field(default_factory=list)  # old overlap words
+    old: list[tuple[Span, str, str]] = field(default_factory=list)  # W0901: at, old, new
     after_spans: dict[str, Span] = field(default_factory=dict)  # `after`'s loop and outcomes
 
     @property
@@ -245,14 +250,18 @@ def _after(d: Draft, s: Setting) -> None:
 
 
 def read_on_event(d: Draft, lines: tuple[OnEvent, ...], collector: Collector) -> None:
-    """An `on-event` line is the loop's trigger, like a trigger setting."""
+    """An `on_event` line is the loop's trigger, like a trigger setting."""
     for line in lines:
-        d.seen.setdefault("on-event", line.span)
+        if line.old is not None:
+            rest = " ..." if line.window is not None or line.guard is not None else ""
+            new = f"{spelling.RENAMED_KEYS[line.old.word]} {line.event_type}{rest}"
+            d.old.append((line.old.span, line.old.word, new))
+        d.seen.setdefault("on_event", line.span)
         trigger = Trigger(
             TriggerKind.EVENT, event_type=line.event_type, guard=line.guard, window=line.window
         )
         try:
-            _set_trigger(d, Setting("on-event", (), line.span), trigger)
+            _set_trigger(d, Setting("on_event", (), line.span), trigger)
         except _Bad as bad:
             collector.error(bad.code, bad.message, bad.span, bad.hint)
             continue
@@ -262,11 +271,11 @@ def read_on_event(d: Draft, lines: tuple[OnEvent, ...], collector: Collector) ->
 def _catch_up(d: Draft, s: Setting) -> None:
     if len(s.args) not in (1, 3):
         _words(s, 1, "none|last|all [cap N]")
-    d.catch_up = CatchUp(_choice(s.args[0], [c.value for c in CatchUp], "catch-up policy"))
+    d.catch_up = CatchUp(_choice(s.args[0], [c.value for c in CatchUp], "catch_up policy"))
     if len(s.args) == 3:
         if s.args[1].value != "cap" or d.catch_up is not CatchUp.ALL:
-            raise _Bad("E0105", "only 'catch-up all' takes 'cap N'", s.args[1].span)
-        d.catch_up_cap = _count(s.args[2], "the catch-up cap")
+            raise _Bad("E0105", "only 'catch_up all' takes 'cap N'", s.args[1].span)
+        d.catch_up_cap = _count(s.args[2], "the catch_up cap")
 
 
 def _max_lateness(d: Draft, s: Setting) -> None:
@@ -274,19 +283,51 @@ def _max_lateness(d: Draft, s: Setting) -> None:
     d.max_lateness_seconds = _duration(arg)
 
 
+def _group(d: Draft, s: Setting, group: str) -> None:
+    """One setting of `group` per loop, however it is spelled (E0102 for a second)."""
+    if group in d.seen and d.seen[group] != s.span:
+        raise _Bad(
+            "E0102",
+            f"'{s.key}' conflicts with the {group} setting at line {d.seen[group].line}",
+            s.span,
+        )
+    d.seen[group] = s.span
+
+
 def _flag(attr: str, value: bool, group: str) -> Callable[[Draft, Setting], None]:
+    """An old bare flag (`disabled`, `singleton`, `overlapping`): its old meaning."""
+
     def handler(d: Draft, s: Setting) -> None:
         _words(s, 0, "")
-        if group in d.seen and d.seen[group] != s.span:
-            raise _Bad(
-                "E0102",
-                f"'{s.key}' conflicts with the {group} setting at line {d.seen[group].line}",
-                s.span,
-            )
-        d.seen[group] = s.span
+        _group(d, s, group)
+        if s.key in spelling.OLD_FLAGS:
+            d.old.append((s.span, s.key, " ".join(spelling.OLD_FLAGS[s.key])))
+        else:
+            _old_overlap(d, s.span, s.key)
         setattr(d, attr, value)
 
     return handler
+
+
+BOOLEANS = ["true", "false"]
+
+
+def _boolean(arg: Arg, key: str) -> bool:
+    if arg.kind != "word" or arg.value not in BOOLEANS:
+        hint = did_you_mean(arg.value, BOOLEANS) or f"write: {key} true, or {key} false"
+        raise _Bad("E0105", f"'{key}' is true or false, not '{arg.value}'", arg.span, hint)
+    return arg.value == "true"
+
+
+def _enabled(d: Draft, s: Setting) -> None:
+    """`enabled true|false`; a bare `enabled` is the old spelling of `enabled true`."""
+    if not s.args:
+        _flag("enabled", True, "enablement")(d, s)
+        return
+    (arg,) = _words(s, 1, "true|false")
+    value = _boolean(arg, "enabled")
+    _group(d, s, "enablement")
+    d.enabled = value
 
 
 def _approval(d: Draft, s: Setting) -> None:
@@ -301,31 +342,45 @@ def _description(d: Draft, s: Setting) -> None:
 
 
 _BUDGET_KEYS = {
-    "active-occurrences": ("active_occurrences", "count"),
-    "jobs-per-occurrence": ("jobs_per_occurrence", "count"),
-    "retries-per-occurrence": ("retries_per_occurrence", "count"),
-    "wall-clock": ("wall_clock_seconds", "duration"),
-    "daily-wall-clock": ("daily_wall_clock_seconds", "duration"),
-    "daily-runs": ("daily_runs", "count"),
+    "jobs_per_occurrence": ("jobs_per_occurrence", "count"),
+    "retries_per_occurrence": ("retries_per_occurrence", "count"),
+    "wall_clock": ("wall_clock_seconds", "duration"),
+    "daily_wall_clock": ("daily_wall_clock_seconds", "duration"),
+    "daily_runs": ("daily_runs", "count"),
 }
+# The old `budget active-occurrences N`, folded into `overlap` (loads with its old meaning).
+_OLD_ACTIVE = "active-occurrences"
 
 
 def _budget(d: Draft, s: Setting) -> None:
     if not s.args or len(s.args) % 2:
         _words(s, 2, "KEY VALUE [KEY VALUE ...]")
     budget = d.policy.budget
+    given: set[str] = set()
     for key, value in zip(s.args[::2], s.args[1::2], strict=True):
-        name = _choice(key, list(_BUDGET_KEYS), "budget key")
+        name = key.value
+        if name == _OLD_ACTIVE:
+            parsed = _count(value, f"budget {name}")
+            _old_overlap(d, key.span, f"budget {name} {parsed}")
+            budget = replace(budget, active_occurrences=parsed)
+            continue
+        if name in spelling.RENAMED_BUDGET_KEYS:
+            name = spelling.RENAMED_BUDGET_KEYS[name]
+            d.old.append((key.span, key.value, _new_budget(s)))
+        name = _choice(replace(key, value=name), list(_BUDGET_KEYS), "budget key")
+        if name in given:
+            raise _Bad("E0102", f"budget key '{name}' is given twice in this line", key.span)
+        given.add(name)
         attr, kind = _BUDGET_KEYS[name]
-        least = 0 if name == "retries-per-occurrence" else 1  # 0: no retry at all
+        least = 0 if name == "retries_per_occurrence" else 1  # 0: no retry at all
         parsed = _duration(value) if kind == "duration" else _count(value, f"budget {name}", least)
-        if name == "jobs-per-occurrence" and parsed != 1:
+        if name == "jobs_per_occurrence" and parsed != 1:
             raise _Bad(
                 "E0105",
-                f"budget jobs-per-occurrence {parsed}: an occurrence dispatches exactly one job",
+                f"budget jobs_per_occurrence {parsed}: an occurrence dispatches exactly one job",
                 value.span,
-                "a failed job is re-run under `budget retries-per-occurrence N`; "
-                "write jobs-per-occurrence 1 or leave it out",
+                "a failed job is re-run under `budget retries_per_occurrence N`; "
+                "write jobs_per_occurrence 1 or leave it out",
             )
         budget = replace(budget, **{attr: parsed})
     d.policy = replace(d.policy, budget=budget)
@@ -401,15 +456,95 @@ def _end_at(arg: Arg) -> datetime:
     return when
 
 
+def _new_budget(s: Setting) -> str:
+    """The budget line in the new spelling (an old `active-occurrences` is in `overlap`)."""
+    args: list[Arg] = []
+    for key, value in zip(s.args[::2], s.args[1::2], strict=True):
+        if key.value != _OLD_ACTIVE:
+            new = spelling.RENAMED_BUDGET_KEYS.get(key.value, key.value)
+            args += [replace(key, value=new), value]
+    return written_line(replace(s, args=tuple(args)))
+
+
+def written_line(s: Setting) -> str:
+    """A setting as a line of a rule file (without its indentation or comment)."""
+    return " ".join([s.key, *(_written_arg(a) for a in s.args)])
+
+
+def _written_arg(a: Arg) -> str:
+    if a.kind == "string":
+        escaped = a.value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'.replace("\n", "\\n").replace("\t", "\\t")
+    if a.kind == "assign" and a.assigned is not None:
+        return f"{a.value}={a.assigned.value}"
+    return a.value
+
+
 def _shadow(d: Draft, s: Setting) -> None:
-    (arg,) = _words(s, 1, "on|off")
-    shadow = _choice(arg, ["on", "off"], "shadow mode") == "on"
+    """`shadow true|false`; `shadow on|off` is the old spelling."""
+    (arg,) = _words(s, 1, "true|false")
+    if arg.kind == "word" and arg.value in spelling.OLD_SHADOW:
+        new = spelling.OLD_SHADOW[arg.value]
+        d.old.append((arg.span, f"shadow {arg.value}", f"shadow {new}"))
+        arg = replace(arg, value=new)
+    shadow = _boolean(arg, "shadow")
     d.policy = replace(d.policy, shadow=shadow, shadow_declared=True)
+
+
+OVERLAP_VALUES = [o.value for o in spelling.Overlap]
+OVERLAP_USAGE = "skip|buffer_one|allow [max N]"
+
+
+def _overlap(d: Draft, s: Setting) -> None:
+    """`overlap skip|buffer_one|allow [max N]` (docs/rules.md#overlap): the run- and
+    occurrence-level settings of dsl.spelling.meaning()."""
+    if d.old_overlap:
+        at, old = d.old_overlap[0]
+        raise _Bad(
+            "E0102",
+            f"'overlap' conflicts with the old '{old}' at line {at.line}",
+            s.span,
+            "one overlap line replaces singleton, overlapping, on-active and "
+            "budget active-occurrences: keep only the overlap line",
+        )
+    if len(s.args) not in (1, 3):
+        _words(s, 1, OVERLAP_USAGE)
+    value = spelling.Overlap(_choice(s.args[0], OVERLAP_VALUES, "overlap value"))
+    most: int | None = None
+    if len(s.args) == 3:
+        if s.args[1].value != "max" or value is not spelling.Overlap.ALLOW:
+            raise _Bad(
+                "E0105",
+                "only 'overlap allow' takes 'max N'",
+                s.args[1].span,
+                "write: overlap allow max N",
+            )
+        most = _count(s.args[2], "overlap allow max")
+    meant = spelling.meaning(value, most)
+    d.singleton, d.on_active = meant.singleton, OnActive(meant.on_active)
+    budget = replace(d.policy.budget, active_occurrences=meant.active_occurrences)
+    d.policy = replace(d.policy, budget=budget)
+    d.overlap_span = s.span
+
+
+def _old_overlap(d: Draft, at: Span, old: str) -> None:
+    """An old overlap setting (singleton, overlapping, on-active, budget
+    active-occurrences): E0102 beside an `overlap` line, else its old meaning and W0901."""
+    if d.overlap_span is not None:
+        raise _Bad(
+            "E0102",
+            f"the old '{old}' conflicts with the overlap setting at line {d.overlap_span.line}",
+            at,
+            "one overlap line replaces singleton, overlapping, on-active and "
+            "budget active-occurrences: keep only the overlap line",
+        )
+    d.old_overlap.append((at, old))
 
 
 def _on_active(d: Draft, s: Setting) -> None:
     (arg,) = _words(s, 1, "return|coalesce|skip")
     d.on_active = OnActive(_choice(arg, [o.value for o in OnActive], "on-active policy"))
+    _old_overlap(d, s.span, f"on-active {arg.value}")
 
 
 HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
@@ -417,26 +552,32 @@ HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
     "cron": _cron,
     "at": _at,
     "manual": _manual,
-    "host-clock": _host_clock,
+    "host_clock": _host_clock,
     "after": _after,
     "watch": _watch,
-    "catch-up": _catch_up,
-    "max-lateness": _max_lateness,
-    "singleton": _flag("singleton", True, "overlap"),
-    "overlapping": _flag("singleton", False, "overlap"),
+    "catch_up": _catch_up,
+    "max_lateness": _max_lateness,
+    "overlap": _overlap,
     "approval": _approval,
-    "enabled": _flag("enabled", True, "enablement"),
-    "disabled": _flag("enabled", False, "enablement"),
+    "enabled": _enabled,
     "description": _description,
     "budget": _budget,
     "backoff": _backoff,
-    "circuit-breaker": _circuit_breaker,
-    "stop-when": _stop_when,
+    "circuit_breaker": _circuit_breaker,
+    "stop_when": _stop_when,
     "shadow": _shadow,
+}
+
+# The old settings that still load with their old meaning and a W0901 warning
+# (docs/rules.md#old-spellings); renamed keys are read under their new name.
+OLD_HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
+    "singleton": _flag("singleton", True, "singleton/overlapping"),
+    "overlapping": _flag("singleton", False, "singleton/overlapping"),
+    "disabled": _flag("enabled", False, "enablement"),
     "on-active": _on_active,
 }
 
-_TRIGGERS = {"every", "cron", "at", "manual", "host-clock", "watch", "after", "on-event"}
+_TRIGGERS = {"every", "cron", "at", "manual", "host_clock", "watch", "after", "on_event"}
 
 
 def read_settings(
@@ -449,30 +590,81 @@ def read_settings(
         if isinstance(s, OnEvent):
             read_on_event(draft, (s,), collector)
             continue
-        handler = HANDLERS.get(s.key)
+        written = s.key
+        if written in spelling.RENAMED_KEYS:
+            s = replace(s, key=spelling.RENAMED_KEYS[written])
+            draft.old.append((s.span, written, written_line(s)))
+        handler = HANDLERS.get(s.key) or OLD_HANDLERS.get(s.key)
         if handler is None:
             hint = did_you_mean(s.key, HANDLERS) or "settings: " + ", ".join(sorted(HANDLERS))
             collector.error("E0101", f"unknown loop setting '{s.key}'", s.span, hint)
             continue
         first = draft.seen.get(s.key)
         if first is not None and s.key not in _TRIGGERS:
-            collector.error("E0102", f"'{s.key}' is set twice (first at line {first.line})", s.span)
+            before = draft.written.get(s.key, s.key)
+            as_written = f", as '{before}'" if before != s.key else ""
+            if written != s.key:
+                as_written += f"; here as '{written}'"
+            collector.error(
+                "E0102",
+                f"'{s.key}' is set twice (first at line {first.line}{as_written})",
+                s.span,
+            )
             continue
         draft.seen.setdefault(s.key, s.span)
+        draft.written.setdefault(s.key, written)
         assigned = next((a for a in s.args if a.kind == "assign"), None)
-        if assigned is not None and s.key != "stop-when":
+        if assigned is not None and s.key != "stop_when":
             collector.error(
                 "E0105",
-                f"'{s.key}' takes no NAME=VALUE argument",
+                f"'{written}' takes no NAME=VALUE argument",
                 assigned.span,
-                "only stop-when takes end_date=DATE and occurrence_count=N",
+                "only stop_when takes end_date=DATE and occurrence_count=N",
             )
             continue
         try:
             handler(draft, s)
         except _Bad as bad:
             collector.error(bad.code, bad.message, bad.span, bad.hint)
+    _warn_old(draft, collector)
     return draft
+
+
+def _warn_old(d: Draft, collector: Collector) -> None:
+    """One W0901 per old spelling, at the old word, with the new form as its fix-it."""
+    for at, old, new in d.old:
+        collector.warn(
+            spelling.OLD_SPELLING,
+            f"old spelling '{old}'",
+            at,
+            f"write: {new} ({spelling.FIX_IT})",
+        )
+    if not d.old_overlap or d.overlap_span is not None:
+        return
+    active = d.policy.budget.active_occurrences
+    rewrite = spelling.overlap_of(d.singleton, d.on_active.value, active)
+    written = ", ".join(old for _, old in d.old_overlap)
+    for at, old in d.old_overlap:
+        if rewrite is not None:
+            hint = f"write: {rewrite.line} ({spelling.FIX_IT})"
+            if rewrite.note:
+                hint += f"; {rewrite.note}"
+            message = f"old spelling '{old}': one overlap setting replaces it"
+        else:
+            hint = f"the nearest is: {nearest_overlap(d.on_active, active)}"
+            message = (
+                f"old spelling '{old}': no one overlap value means this combination "
+                f"({written}); it loads with its old meaning"
+            )
+        collector.warn(spelling.OLD_SPELLING, message, at, hint)
+
+
+def nearest_overlap(on_active: OnActive, active: int | None) -> str:
+    """The overlap line nearest an old combination no overlap value means: it keeps the
+    occurrence level (what a trigger does beyond the limit, and the limit)."""
+    if on_active is OnActive.COALESCE:
+        return "overlap buffer_one"
+    return "overlap allow" if active is None else f"overlap allow max {active}"
 
 
 # ---- triage tables -------------------------------------------------------------------

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from dsl.diagnostics import Span
+from dsl.diagnostics import Diagnostic, Span
 from dsl.expr import Expr, ObjectExpr
 from dsl.model import Guard, Let, Refusal
 from engine.core.registry import Definition, EventType, Probe
@@ -302,6 +302,8 @@ class RuleSet:
     # (docs/occurrences.md#stop-conditions-and-release-freeze)
     release_freeze: bool = False
     probes: Mapping[str, Probe] = field(default_factory=dict)  # registry/probes.yaml
+    # What loaded with a warning (an old spelling, W0901), in file order; never in the digest.
+    warnings: tuple[Diagnostic, ...] = field(default=(), compare=False)
 
     def is_human_only(self, event_type: str) -> bool:
         """True when no rule, chain or policy may approve this event type but a human:

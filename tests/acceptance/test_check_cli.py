@@ -22,6 +22,7 @@ from engine.loading import Paths, digest, load_rules
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "rules"
 INVALID = sorted(p for p in (DATA / "invalid").iterdir() if p.is_dir())
+WARN = sorted(p for p in (DATA / "warn").iterdir() if p.is_dir())
 TREE_OPTIONS = ("--rules", "loops", "--registry", "registry", "--config", "config")
 
 
@@ -45,8 +46,8 @@ def expected(case: Path) -> Found:
     return found
 
 
-def reported(report: dict[str, Any]) -> Found:
-    return {(e["file"], e["line"], e["column"], e["code"]) for e in report["errors"]}
+def reported(report: dict[str, Any], kind: str = "errors") -> Found:
+    return {(e["file"], e["line"], e["column"], e["code"]) for e in report[kind]}
 
 
 def exit_code_for(case: Path) -> int:
@@ -79,6 +80,63 @@ def test_invalid_tree_reports_exactly_its_expected_diagnostics(
     assert code == exit_code_for(case)
 
 
+# ---- the golden warning cases: the rules load, and say what to rewrite ------------------------
+
+
+@pytest.mark.parametrize("case", WARN, ids=[p.name for p in WARN])
+def test_warning_tree_loads_with_exactly_its_expected_warnings(
+    case: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each warning golden tree is valid (exit 0) and warns exactly as expected.txt lists,
+    each warning with a fix-it hint."""
+    code, out, _ = check_in_process(case, monkeypatch, capsys, "--json")
+    report = json.loads(out)
+    assert (code, report["valid"]) == (0, True)
+    assert reported(report, "warnings") == expected(case)
+    assert all(w["severity"] == "warning" and w["hint"] for w in report["warnings"])
+
+
+def test_warnings_render_like_errors_then_the_ok_summary(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --json each warning shows `warning[W0901]`, its line, a caret and the fix-it
+    on stderr; stdout still has the ok summary and the digest; exit 0."""
+    case = DATA / "warn" / "w0901_old_spelling"
+    code, out, err = check_in_process(case, monkeypatch, capsys)
+    assert code == 0
+    assert out.startswith("ok: ") and "\ndigest: sha256:" in out
+    for file, line, column, found in sorted(expected(case)):
+        block = rendered_block(err, f"{file}:{line}:{column}: warning[{found}]: ")
+        source = (case / file).read_text().splitlines()[line - 1]
+        assert block[2] == f"{line} | {source}"
+        assert block[3] == f"{' ' * len(str(line))} | {' ' * (column - 1)}^"
+        assert block[-1].startswith("  help: ")
+    assert "help: write: catch_up all cap 5 (engine fmt --write rewrites it)" in err
+    assert "help: write: overlap buffer_one (engine fmt --write rewrites it)" in err
+    count = len(expected(case))
+    assert err.rstrip().endswith(f"warning: {count} warnings; the rules loaded")
+
+
+def test_on_failure_the_errors_come_first_then_the_warnings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tree that fails and also has an old spelling renders every error, then the
+    warnings, then the error summary; --json lists them apart."""
+    case = DATA / "invalid" / "e0102_old_and_new_spelling"
+    code, out, err = check_in_process(case, monkeypatch, capsys)
+    assert (code, out) == (1, "")
+    heads = [line for line in err.splitlines() if line.startswith("loops/")]
+    kinds = [": warning[" in head for head in heads]
+    assert kinds == sorted(kinds) and kinds[0] is False and kinds[-1] is True
+    code, out, _ = check_in_process(case, monkeypatch, capsys, "--json")
+    report = json.loads(out)
+    assert reported(report) == expected(case)
+    old = {
+        ("loops/bad.rules", line, column, "W0901") for line, column in ((8, 3), (15, 3), (17, 23))
+    }
+    assert reported(report, "warnings") == old
+
+
 SUBPROCESS_CASES = ["multiple_errors", "e0900_missing_directory", "e0901_invalid_yaml"]
 
 
@@ -92,6 +150,17 @@ def test_real_cli_fails_closed_with_exit_code_and_json(name: str, run_engine: An
     assert "Traceback" not in result.stderr
 
 
+def test_real_cli_warns_and_exits_zero(run_engine: Any) -> None:
+    """`python -m engine check` on a tree of old spellings exits 0: the warnings on stderr,
+    the summary on stdout."""
+    case = DATA / "warn" / "w0901_old_spelling"
+    result = run_engine("check", *tree_options(case), cwd=case)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ok: ")
+    assert "loops/loops.rules:6:3: warning[W0901]: old spelling 'catch-up'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_one_run_reports_every_error_across_files() -> None:
     """The multi-error case expects many codes in rules and overlay files, all from a single run."""
     found = expected(DATA / "invalid" / "multiple_errors")
@@ -102,7 +171,7 @@ def test_one_run_reports_every_error_across_files() -> None:
 # ---- human output -----------------------------------------------------------------------------
 
 DID_YOU_MEAN = {
-    "e0101_unknown_setting": "did you mean 'catch-up'?",
+    "e0101_unknown_setting": "did you mean 'catch_up'?",
     "e0203_unknown_event_type": "did you mean 'clock.tick.reaper'?",
     "e0204_unknown_zone": "did you mean 'Europe/Budapest'?",
     "e0501_unknown_definition": "did you mean 'dispatch'?",

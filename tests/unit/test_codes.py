@@ -1,5 +1,6 @@
 """The diagnostic code catalogue (dsl/codes.py) against the source that raises codes,
-the golden invalid cases that trigger them, and docs/rules.md that explains them."""
+the golden cases that trigger them (invalid/ for errors, warn/ for warnings), and
+docs/rules.md that explains them."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pytest
 from dsl.codes import CODES
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = re.compile(r"\bE[0-9]{4}\b")
+CODE = re.compile(r"\b[EW][0-9]{4}\b")
 SOURCES = sorted([*(ROOT / "dsl").rglob("*.py"), *(ROOT / "engine").rglob("*.py")])
 INVALID = ROOT / "tests" / "data" / "rules" / "invalid"
+WARN = ROOT / "tests" / "data" / "rules" / "warn"
 
 
 def codes_in(paths: list[Path]) -> dict[str, list[str]]:
@@ -25,9 +27,10 @@ def codes_in(paths: list[Path]) -> dict[str, list[str]]:
 
 
 def test_catalogue_is_well_formed() -> None:
-    """Every catalogued code is E followed by four digits and has a one-line title."""
+    """Every catalogued code is E (error) or W (warning) and four digits, with a one-line
+    title."""
     for code, title in CODES.items():
-        assert re.fullmatch(r"E[0-9]{4}", code)
+        assert re.fullmatch(r"[EW][0-9]{4}", code)
         assert title and "\n" not in title
 
 
@@ -43,10 +46,14 @@ def test_every_catalogued_code_is_raised_somewhere() -> None:
     assert sorted(set(CODES) - set(used)) == []
 
 
-def test_every_code_has_a_golden_invalid_case() -> None:
-    """Each catalogued code is expected by at least one case under tests/data/rules/invalid/."""
-    expected = codes_in(sorted(INVALID.glob("*/expected.txt")))
-    assert sorted(set(CODES) - set(expected)) == []
+def test_every_code_has_a_golden_case() -> None:
+    """Each catalogued error is expected by at least one case under tests/data/rules/invalid/,
+    each warning by one under tests/data/rules/warn/."""
+    errors = codes_in(sorted(INVALID.glob("*/expected.txt")))
+    warnings = codes_in(sorted(WARN.glob("*/expected.txt")))
+    assert sorted(c for c in CODES if c.startswith("E") and c not in errors) == []
+    assert sorted(c for c in CODES if c.startswith("W") and c not in warnings) == []
+    assert [c for c in errors if c.startswith("W")] == []  # invalid/ lists errors only
 
 
 def test_every_code_is_documented() -> None:
