@@ -3,6 +3,7 @@ commands) and the tests open the runtime through here."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -132,6 +133,14 @@ def artifacts_dir(db: str) -> Path:
     if db == ":memory:" or is_database_url(db):
         return (var_dir(named_home()) / "artifacts").resolve()
     return Path(db).resolve().parent / "artifacts"
+
+
+def log_rule_warnings(service: Service, log: logging.Logger) -> None:
+    """One log line (level warning) per warning the rules loaded with (an old spelling,
+    W0901: docs/rules.md#old-spellings), as `engine check` would show its first line."""
+    for warning in service.rt.rules.warnings:
+        hint = f" ({warning.hint})" if warning.hint else ""
+        log.warning("%s: warning[%s]: %s%s", warning.span, warning.code, warning.message, hint)
 
 
 def open_service(db: str, paths: Paths, clock: Clock | None = None, probe: bool = True) -> Service:

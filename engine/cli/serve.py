@@ -12,7 +12,7 @@ from typing import Any
 
 from dsl.diagnostics import RulesError
 from engine.api.settings import EVENT_SECRET_ENV, GITHUB_SECRET_ENV, OPERATOR_TOKEN_ENV, Settings
-from engine.bootstrap import database_path, open_service
+from engine.bootstrap import database_path, log_rule_warnings, open_service
 from engine.cli import exits
 from engine.cli.common import add_db_option, add_rules_options, paths_from
 from engine.cli.render import fail
@@ -148,6 +148,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except (EngineError, RulesError) as err:  # bad settings, ENGINE_NOW, or rules
         return exits.at_start(err, fail(err))
     _warn_closed(settings)
+    log_rule_warnings(service, log)
     app = make_app(service, settings)
     try:
         asyncio.run(serve(app, args.host, args.port, settings, log.info))

@@ -18,7 +18,7 @@ from typing import Any
 from dsl.diagnostics import RulesError
 from engine.adapters import Adapters
 from engine.api import wire
-from engine.bootstrap import database_path, open_service
+from engine.bootstrap import database_path, log_rule_warnings, open_service
 from engine.cli import exits
 from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
 from engine.cli.render import fail
@@ -77,6 +77,7 @@ def handler(args: argparse.Namespace) -> int:
         service = open_service(db, paths_from(args))
     except (EngineError, RulesError) as err:  # rules, settings, a database it cannot use
         return exits.at_start(err, fail(err))
+    log_rule_warnings(service, logging.getLogger("engine.worker"))
     worker_id = args.id or default_worker_id()
     adapters = adapters_for(db, paths_from(args))
     try:

@@ -377,3 +377,20 @@ def test_digest_ignores_config_and_untracked_hidden_files(
     (paths.registry / ".definitions.yaml.swp").write_text("scratch")
     (paths.rules / ".#reaper.rules").write_text("scratch")
     assert digest(paths) == before
+
+
+def test_worker_logs_one_line_per_warning_at_start(run_engine: Any, tmp_path: Path) -> None:
+    """`engine worker` on rules with old spellings starts, logging each warning once (level
+    warning) with its place and its fix-it; the rules' warnings never stop it."""
+    case = DATA / "warn" / "w0901_old_spelling"
+    db = str(tmp_path / "engine.db")
+    result = run_engine("worker", "--once", "--db", db, *tree_options(case), cwd=case)
+    assert (result.returncode, result.stdout) == (0, "no queued run\n"), result.stderr
+    logged = [line for line in result.stderr.splitlines() if "warning[W0901]" in line]
+    assert len(logged) == len(expected(case))
+    assert any(
+        "loops/loops.rules:6:3: warning[W0901]: old spelling 'catch-up'"
+        " (write: catch_up all cap 5 (engine fmt --write rewrites it))" in line
+        for line in logged
+    )
+    assert all("WARNING" in line or '"warning"' in line for line in logged)
