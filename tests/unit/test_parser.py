@@ -222,7 +222,8 @@ FRAGMENTS = [
     "every", "60m", "manual", "{", "}", "[", "]", "(", ")", ",", ":", ".", "=", "==", "<",
     '"a{b.c}"', '"{{x}}"', '"{"', '"}"', '"x', "x", "a.b", "a[0]", "count(", "lower",
     "upper(", "r@1", "work-{repo.name}", "{repo.name}", "1", "-1", "1.5", "#c", "\\", "@",
-    "\t", "é", "\x00",
+    "\t", "é", "\x00", "human_only", "on-event", "on_event", "overlap", "buffer_one",
+    "catch_up", "enabled",
 ]  # fmt: skip
 INDENTS = ["", "", "  ", "    ", " ", "\t", "  \t"]
 
