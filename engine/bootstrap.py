@@ -139,7 +139,7 @@ def log_rule_warnings(service: Service, log: logging.Logger) -> None:
     """One log line (level warning) per warning the rules loaded with (an old spelling,
     W0901: docs/rules.md#old-spellings), as `engine check` would show its first line."""
     for warning in service.rt.rules.warnings:
-        hint = f" ({warning.hint})" if warning.hint else ""
+        hint = f"; help: {warning.hint}" if warning.hint else ""
         log.warning("%s: warning[%s]: %s%s", warning.span, warning.code, warning.message, hint)
 
 

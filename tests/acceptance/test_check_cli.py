@@ -389,8 +389,8 @@ def test_worker_logs_one_line_per_warning_at_start(run_engine: Any, tmp_path: Pa
     logged = [line for line in result.stderr.splitlines() if "warning[W0901]" in line]
     assert len(logged) == len(expected(case))
     assert any(
-        "loops/loops.rules:6:3: warning[W0901]: old spelling 'catch-up'"
-        " (write: catch_up all cap 5 (engine fmt --write rewrites it))" in line
+        "loops/loops.rules:6:3: warning[W0901]: old spelling 'catch-up';"
+        " help: write: catch_up all cap 5 (engine fmt --write rewrites it)" in line
         for line in logged
     )
     assert all("WARNING" in line or '"warning"' in line for line in logged)
