@@ -6,5 +6,5 @@ cat > loops/example.rules <<'RULES'
 loop example
   every 24h
   emit factory.triage.requestd { repo: "bj29" }
-  disabled
+  enabled false
 RULES
