@@ -472,7 +472,8 @@ class _Run:
                 message = known.message.format(found=_found(err, self.text))
                 hint = known.hint
             elif "_INDENT" in self._expected(position):
-                hint = "expected an indented block under the line above"
+                under = "this line" if token_type in ("_DEDENT", "$END") else "the line above"
+                hint = f"expected an indented block under {under}"
         if line in self._lines_reported():
             return  # one diagnostic a line: the rest follow from the first
         if len(self.problems) + len(self.indenter.problems) >= MAX_ERRORS:
@@ -567,11 +568,9 @@ class _Run:
                 bad = err.token if isinstance(err, UnexpectedToken) else None
                 position = state.position
                 kind = bad.type if bad is not None else "<char>"
-                if held is None and "_INDENT" in self._expected(position) and retried_at < 0:
-                    held, retried_at = (
-                        (err, position, kind),
-                        (bad.start_pos if bad is not None else line_ctr.char_pos) or 0,
-                    )
+                at = (bad.start_pos if bad is not None else line_ctr.char_pos) or 0
+                if held is None and "_INDENT" in self._expected(position) and at != retried_at:
+                    held, retried_at = (err, position, kind), at  # a header without a block
                     restore(prev_snap)
                     line_snap, at_line_start = prev_snap, True
                     if bad is not None:
@@ -608,7 +607,9 @@ class _Run:
                 state.feed_token(token)
             except UnexpectedToken as err:
                 if kind == "_DEDENT" and (recovering or held is not None):
-                    held = None
+                    if held is not None:  # the header was the last line of its block
+                        self._report(*held)
+                        held = None
                     restore(heads.pop() if heads else line_snap)
                     line_snap = snap()
                     continue  # the block emptied by recovery goes with its header

@@ -14,6 +14,8 @@ from dsl import expr as ex
 from dsl.diagnostics import Diagnostic, RulesError, Sources
 from dsl.parser import parse
 from dsl.recovery import MAX_ERRORS, MISTAKES, Mistake, _logical_line_end, diagnose
+from tests.unit.test_loader_fuzz import LINES
+from tests.unit.test_parser import grammar_ish
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -187,6 +189,21 @@ def test_the_recovering_parse_finds_nothing_in_a_valid_file() -> None:
         sources = Sources()
         sources.add(str(path), text)
         assert diagnose(text, str(path), sources) == []
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(LINES, grammar_ish))
+def test_the_recovering_parse_fails_exactly_when_the_fast_one_does(text: str) -> None:
+    """On rule-like text, the recovering parse reports something exactly when the fast
+    parse refuses the file (so its diagnostics are the file's, never an empty list)."""
+    try:
+        parse(text, "x.rules")
+        valid = True
+    except RulesError:
+        valid = False
+    sources = Sources()
+    sources.add("x.rules", text)
+    assert (diagnose(text, "x.rules", sources) == []) == valid
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
