@@ -607,9 +607,8 @@ class _Run:
                 state.feed_token(token)
             except UnexpectedToken as err:
                 if kind == "_DEDENT" and (recovering or held is not None):
-                    if held is not None:  # the header was the last line of its block
-                        self._report(*held)
-                        held = None
+                    # A header without a block that ended its block stays held: shown
+                    # when the next line parses, dropped if that line fails itself.
                     restore(heads.pop() if heads else line_snap)
                     line_snap = snap()
                     continue  # the block emptied by recovery goes with its header

@@ -96,6 +96,14 @@ def test_a_block_left_empty_by_a_bad_line_is_one_error() -> None:
     assert found("loop x\n  emit\nroute a.b to c@1\n") == [("E0001", 2, 7)]
 
 
+def test_a_header_cut_from_its_block_by_a_bad_line_is_not_blamed_too() -> None:
+    """A bad line at column 1 between a header and its block is the one diagnostic; a
+    header without a block whose next line parses is reported."""
+    text = "for r in repos\n  loop a\nevery 1h\n    every 1h\n    emit a.b\n"
+    assert found(text) == [("E0001", 3, 1)]
+    assert found("for r in repos\n  loop a\nroute a.b to c@1\n") == [("E0001", 2, 9)]
+
+
 def test_inconsistent_indentation_does_not_hide_other_syntax_errors() -> None:
     """E0002 is reported beside the file's other syntax errors, once for the block."""
     text = "loop x\n    manual\n  emit a.b\n  every 1h\nroute a.b c@1\n"
