@@ -49,10 +49,13 @@ def _parser() -> tuple[Lark, _Builder]:
     return _build(builder), builder
 
 
+def _grammar() -> str:
+    return resources.files("dsl").joinpath("rules.lark").read_text(encoding="utf-8")
+
+
 def _build(transformer: Transformer[Token, Any] | None) -> Lark:
-    grammar = resources.files("dsl").joinpath("rules.lark").read_text(encoding="utf-8")
     return Lark(
-        grammar,
+        _grammar(),
         parser="lalr",
         postlex=_RulesIndenter(),
         maybe_placeholders=True,
@@ -145,7 +148,8 @@ def _describe_hint(expected: Any) -> str | None:
 
 
 def parse(text: str, path: str) -> m.RuleFile:
-    """Parse one rule file. Raises RulesError (only) when the text is not valid syntax."""
+    """Parse one rule file. Raises RulesError (only) when the text is not valid syntax,
+    with every syntax error of the file (docs/rules.md#e0001-syntax-error)."""
     collector = Collector()
     collector.sources.add(path, text)
     if not text.endswith("\n"):
@@ -167,12 +171,38 @@ def parse(text: str, path: str) -> m.RuleFile:
                     span,
                     "split it into simpler conditions (in a webhook table, with `let`)",
                 )
-    except _BuildError as err:
+    except (_BuildError, UnexpectedInput, DedentError, VisitError, LarkError) as first:
+        # The fast parse stops at the first problem; a second, recovering parse (only
+        # now, so a valid file costs nothing more) finds every one of the file.
+        _diagnose(first, text, path, collector)
+    collector.raise_if_any()
+    return result
+
+
+def _diagnose(first: Exception, text: str, path: str, collector: Collector) -> None:
+    from dsl import recovery  # here: it builds on this module
+
+    try:
+        with _PARSE_LOCK:
+            found = recovery.diagnose(text, path, collector.sources)
+    except Exception:  # pragma: no cover - a bug in recovery: report the first error
+        found = []
+    if found:
+        collector.extend(found)
+    else:  # pragma: no cover - recovery found nothing: the fast parse's error stands
+        _first_error(first, text, path, collector)
+
+
+def _first_error(err: Exception, text: str, path: str, collector: Collector) -> None:
+    """The fast parse's error as a diagnostic."""
+    if isinstance(err, VisitError):
+        err = err.orig_exc
+    if isinstance(err, _BuildError):
         collector.error(err.code, err.message, err.span, err.hint)
-    except UnexpectedInput as err:
+    elif isinstance(err, UnexpectedInput):
         span, message, hint = _syntax_diagnostic(err, path, text)
         collector.error("E0001", message, span, hint)
-    except DedentError as err:
+    elif isinstance(err, DedentError):
         line = _dedent_line(text, str(err))
         collector.error(
             "E0002",
@@ -180,16 +210,8 @@ def parse(text: str, path: str) -> m.RuleFile:
             Span(path, line, 1),
             "indent every line of a block by the same amount",
         )
-    except VisitError as err:
-        orig = err.orig_exc
-        if isinstance(orig, _BuildError):
-            collector.error(orig.code, orig.message, orig.span, orig.hint)
-        else:  # pragma: no cover - a bug in the builder, reported rather than raised
-            collector.error("E0001", f"could not read this file: {orig}", Span(path, 1, 1))
-    except LarkError as err:  # pragma: no cover - any other parser failure stays typed
+    else:
         collector.error("E0001", f"could not parse: {err}", Span(path, 1, 1))
-    collector.raise_if_any()
-    return result
 
 
 def _dedent_line(text: str, message: str) -> int:

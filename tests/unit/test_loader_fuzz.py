@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dsl.diagnostics import RulesError
+from dsl.parser import parse
 from engine.loading import Paths, load_rules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,6 +80,22 @@ def test_any_rule_file_loads_or_is_a_located_error(data: bytes) -> None:
     with tree() as root:
         (root / "loops" / "fuzz.rules").write_bytes(data)
         loads_or_refuses(root)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXT)
+def test_any_rule_text_parses_or_every_syntax_error_is_located_once(text: str) -> None:
+    """parse() on any text (the parser alone, so many more examples) answers a RuleFile
+    or raises RulesError only: every diagnostic on a line of the file, and at most one
+    syntax error a line (the recovery drops the rest of a bad line, no cascade)."""
+    try:
+        parse(text, "fuzz.rules")
+    except RulesError as err:
+        lines = max(len(text.splitlines()), 1)
+        assert err.diagnostics
+        assert all(1 <= d.span.line <= lines and d.span.column >= 1 for d in err.diagnostics)
+        syntax = [d.span.line for d in err.diagnostics if d.code in ("E0001", "E0002")]
+        assert len(syntax) == len(set(syntax))
 
 
 @FUZZ

@@ -148,10 +148,10 @@ def test_string_escapes_and_brace_escapes() -> None:
 
 def test_unexpected_token_names_what_was_expected() -> None:
     """A wrong word is E0001 at its column with a hint naming what would fit."""
-    code, line, col, message, hint = error("route a.b x@1\n")
-    assert (code, line, col) == ("E0001", 1, 11)
-    assert message == "unexpected 'x@1'"
-    assert hint is not None and hint.startswith("expected 'to'")
+    code, line, col, message, hint = error("on a@1 outcome X Y\n  stop\n")
+    assert (code, line, col) == ("E0001", 1, 18)
+    assert message == "unexpected 'Y'"
+    assert hint == "expected ',', end of line"
 
 
 def test_unexpected_character_is_located() -> None:
@@ -160,10 +160,10 @@ def test_unexpected_character_is_located() -> None:
     assert (code, line, col, message) == ("E0001", 3, 12, "unexpected character '$'")
 
 
-def test_unclosed_block_says_end_of_block() -> None:
-    """An object left open at the end of a block reports the end of the block, not ''."""
+def test_unclosed_object_is_reported_where_it_opens() -> None:
+    """An object left open at the end of a file is reported at its `{`, not at the end."""
     code, line, col, message, hint = error("loop x\n  manual\n  emit a.b {\n")
-    assert (code, line, col, message) == ("E0001", 3, 13, "unexpected end of block")
+    assert (code, line, col, message) == ("E0001", 3, 12, "'{' is not closed")
     assert hint is not None and "'}'" in hint
 
 
@@ -205,11 +205,11 @@ def test_syntax_diagnostic_renders_line_caret_and_hint() -> None:
         parse("route a.b x@1\n", "loops/r.rules")
     rendered = caught.value.render()
     assert rendered.splitlines() == [
-        "loops/r.rules:1:11: error[E0001]: unexpected 'x@1'",
+        "loops/r.rules:1:11: error[E0001]: a route without 'to'",
         "  |",
         "1 | route a.b x@1",
         "  |           ^",
-        "  help: expected 'to', end of line",
+        "  help: write: route EVENT_TYPE to DEFINITION@VERSION",
     ]
 
 
@@ -250,7 +250,7 @@ def _parse_or_rules_error(text: str) -> None:
         for d in err.diagnostics:
             assert d.code in CODES
             assert d.span.file == "x.rules"
-            assert 1 <= d.span.line <= lines + 1
+            assert 1 <= d.span.line <= lines
             assert d.span.column >= 1
 
 
