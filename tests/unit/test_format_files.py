@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,7 +88,25 @@ def test_a_formatted_tree_compiles_to_the_same_ruleset(loops: Path, tmp_path: Pa
     for file in sorted(after.rules.rglob("*.rules")):
         text = file.read_text(encoding="utf-8")
         file.write_text(format_text(text, file.name, rewrite=NEW_FORMS).text, encoding="utf-8")
-    assert plain(load_rules(after)) == plain(load_rules(before))
+    assert _meaning(plain(load_rules(after))) == _meaning(plain(load_rules(before)))
+
+
+# What the overlap rewrite changes on purpose (dsl/spelling.py, a note when it does):
+# `on-active skip` becomes `overlap skip`, whose no-op is `occurrence_active` (the
+# `return` policy); `budget active-occurrences 1` beside `singleton` is the level's
+# default, which the compiled loop spells as no limit given.
+_INTENDED = {("on_active", "skip"): ("on_active", "return"), ("active_occurrences", 1): None}
+
+
+def _meaning(value: Any) -> Any:
+    if not NEW_FORMS:
+        return value
+    if isinstance(value, tuple):
+        for old, new in _INTENDED.items():
+            if value == old:
+                return new or (old[0], None)
+        return tuple(_meaning(v) for v in value)
+    return value
 
 
 @pytest.mark.parametrize("path", [p for p in RULE_FILES if "invalid" in p.parts], ids=_id)
