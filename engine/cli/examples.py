@@ -11,6 +11,7 @@ import textwrap
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "check": ("engine check", "engine check --rules loops --json"),
     "digest": ("engine digest", "engine digest --json"),
+    "fmt": ("engine fmt loops/reaper.rules", "engine fmt --check loops", "engine fmt --write"),
     "diagram": ("engine diagram", "engine diagram reaper --format svg --out reaper.svg"),
     "serve": (
         "engine serve --db var/engine.db",

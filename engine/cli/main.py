@@ -22,6 +22,7 @@ from engine.errors import EngineError
 COMMANDS = {
     "check": "engine.cli.check",
     "digest": "engine.cli.check",
+    "fmt": "engine.cli.fmt",
     "diagram": "engine.cli.diagram",
     "serve": "engine.cli.serve",
     "worker": "engine.cli.worker",
