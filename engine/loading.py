@@ -22,10 +22,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 
-from dsl.diagnostics import Collector, RulesError, Span, did_you_mean
+from dsl.diagnostics import Collector, Diagnostic, RulesError, Span, did_you_mean
 from dsl.model import RuleFile
-from dsl.parser import parse
-from engine import files
+from engine import check_cache, files
+from engine.check_cache import CheckCache
 from engine.core.compiler import compile_rules, compile_with_clocks
 from engine.core.config import REPO_NAME_PATTERN, HostClock, HostTimer, OverlayEntry, RepoEntry
 from engine.core.inputs import Located, Tree
@@ -291,7 +291,9 @@ def _sections(
 # ---- the registry --------------------------------------------------------------------
 
 
-def _load_json(path: Path, collector: Collector) -> dict[str, Any] | None:
+def _load_json(
+    path: Path, collector: Collector, cache: CheckCache | None = None
+) -> dict[str, Any] | None:
     name = display(path)
     text = read_nested(path, collector, json_too_deep)
     if text is None:
@@ -304,11 +306,25 @@ def _load_json(path: Path, collector: Collector) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         collector.error("E0903", "a JSON Schema must be an object", Span(name, 1, 1))
         return None
-    problem = _schema_problem(text)
+    problem = _checked_schema(text, cache)
     if problem is not None:
         collector.error("E0903", f"not a valid JSON Schema: {problem}", Span(name, 1, 1))
         return None
     return data
+
+
+def _checked_schema(text: str, cache: CheckCache | None) -> str | None:
+    """`_schema_problem`, kept in the check cache (the metaschema check is the dearest
+    part of reading the registry)."""
+    if cache is None:
+        return _schema_problem(text)
+    entry = check_cache.key("schema", "", text.encode())
+    found = cache.get(entry)
+    if isinstance(found, tuple) and len(found) == 1 and isinstance(found[0], (str, type(None))):
+        return found[0]
+    problem = _schema_problem(text)
+    cache.put(entry, (problem,))
+    return problem
 
 
 @lru_cache(maxsize=1024)
@@ -322,7 +338,7 @@ def _schema_problem(text: str) -> str | None:
 
 
 def load_event_types(
-    registry: Path, collector: Collector, fast: bool = False
+    registry: Path, collector: Collector, fast: bool = False, cache: CheckCache | None = None
 ) -> list[Located[EventType]]:
     found = _section(registry / "event-types.yaml", "event_types", dict, collector, fast)
     if found is None:
@@ -345,7 +361,7 @@ def load_event_types(
                     "E0903", f"schema file 'schemas/{event_type.schema_file}' does not exist", at
                 )
                 continue
-            schema = _load_json(schema_path, collector)
+            schema = _load_json(schema_path, collector, cache)
             event_type = event_type.model_copy(update={"payload_schema": schema})
         out.append(Located(event_type, span, _key_spans(file, body)))
     return out
@@ -380,11 +396,13 @@ def load_probes(registry: Path, collector: Collector, fast: bool = False) -> lis
     return out
 
 
-def load_contracts(registry: Path, collector: Collector) -> dict[str, dict[str, Any]]:
+def load_contracts(
+    registry: Path, collector: Collector, cache: CheckCache | None = None
+) -> dict[str, dict[str, Any]]:
     contracts: dict[str, dict[str, Any]] = {}
     folder = registry / "contracts"
     for path in files.listing(folder, "*.json", collector):
-        schema = _load_json(path, collector)
+        schema = _load_json(path, collector, cache)
         if schema is None:
             continue
         contract_id = schema.get("$id")
@@ -468,24 +486,54 @@ def load_schedule_settings(
 # ---- rules ---------------------------------------------------------------------------
 
 
-def load_rule_files(rules: Path, collector: Collector) -> list[RuleFile]:
+def load_rule_files(
+    rules: Path, collector: Collector, cache: CheckCache | None = None
+) -> list[RuleFile]:
+    """Parse every rule file, each through the check cache when one is given (the text
+    is read either way: diagnostics quote its lines)."""
     found: list[RuleFile] = []
     for path in files.walk(rules, "*.rules", collector) if rules.is_dir() else []:
         name = display(path)
         text = read_text(path, collector)
         if text is None:
             continue
-        try:
-            found.append(parse(text, name))
-        except RulesError as err:
-            collector.extend(err.diagnostics)
+        parsed = _parse_cached(text, name, cache)
+        if isinstance(parsed, RuleFile):
+            found.append(parsed)
+        else:
+            collector.extend(parsed)
     return found
 
 
-def load_tree(paths: Paths, fast: bool = False) -> Tree:
+def _parse_cached(
+    text: str, name: str, cache: CheckCache | None
+) -> RuleFile | tuple[Diagnostic, ...]:
+    """The parsed file, or the diagnostics its parse raised: from the cache when it holds
+    this name and text, else parsed (and stored)."""
+    entry = check_cache.key("rules", name, text.encode()) if cache is not None else ""
+    if cache is not None:
+        found = cache.get(entry)
+        if isinstance(found, RuleFile) and found.path == name:
+            return found
+        if isinstance(found, tuple) and found and all(isinstance(d, Diagnostic) for d in found):
+            return found
+    from dsl.parser import parse  # the grammar (and Lark) only when a file is parsed
+
+    result: RuleFile | tuple[Diagnostic, ...]
+    try:
+        result = parse(text, name)
+    except RulesError as err:
+        result = err.diagnostics
+    if cache is not None:
+        cache.put(entry, result)
+    return result
+
+
+def load_tree(paths: Paths, fast: bool = False, cache: CheckCache | None = None) -> Tree:
     """Read every kernel and instance file. Missing `loops/` or `registry/` directories
     are a usage error (raised as RulesError with code E0900). `fast` reads the registry
-    YAML without positions (its positions only ever serve diagnostics)."""
+    YAML without positions (its positions only ever serve diagnostics). `cache` (the
+    check cache, `engine.check_cache`) keeps parsed rule files and checked schemas."""
     collector = Collector()
     folders = [("rules", paths.rules), ("registry", paths.registry)]
     if paths.config_given:
@@ -501,10 +549,10 @@ def load_tree(paths: Paths, fast: bool = False) -> Tree:
         elif paths.registry.is_dir() and not file.is_file():
             collector.error("E0900", f"registry file {name} not found", Span(display(file), 1, 1))
     collector.raise_if_any()
-    rule_files = load_rule_files(paths.rules, collector)
-    event_types = load_event_types(paths.registry, collector, fast)
+    rule_files = load_rule_files(paths.rules, collector, cache)
+    event_types = load_event_types(paths.registry, collector, fast, cache)
     definitions = load_definitions(paths.registry, collector, fast)
-    contracts = load_contracts(paths.registry, collector)
+    contracts = load_contracts(paths.registry, collector, cache)
     probes = load_probes(paths.registry, collector, fast)
     repos = load_repos(paths.config, collector)
     overlay, host_clocks, release_freeze = load_schedule_settings(paths.config, collector)
@@ -531,15 +579,21 @@ def _digest(paths: Paths, collector: Collector) -> str:
         return ""
 
 
-def load_rules(paths: Paths) -> RuleSet:
+def load_rules(paths: Paths, cache: CheckCache | None = None) -> RuleSet:
     """Read and compile: the one call the CLI and the runtime use. Raises RulesError.
 
     The registry is first read without positions; when anything is wrong the whole
-    tree is read again with them, so every diagnostic names its exact place."""
+    tree is read again with them, so every diagnostic names its exact place. `cache`
+    (`engine check`'s) is consulted and filled; entries it could not write are simply
+    not kept."""
     try:
-        return compile_rules(load_tree(paths, fast=True))
-    except RulesError:
-        return compile_rules(load_tree(paths, fast=False))
+        try:
+            return compile_rules(load_tree(paths, fast=True, cache=cache))
+        except RulesError:
+            return compile_rules(load_tree(paths, fast=False, cache=cache))
+    finally:
+        if cache is not None:
+            cache.prune()
 
 
 def load_host_clocks(paths: Paths) -> tuple[RuleSet, tuple[HostTimer, ...]]:

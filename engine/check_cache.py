@@ -1,0 +1,209 @@
+"""The check cache: what `engine check` worked out from a file's bytes, kept under the
+instance's `var/cache/check/` so that the next check of the same bytes skips the work
+(docs/cli.md#engine-check). Two kinds of entry today: a parsed rule file (its model, or
+the syntax diagnostics it raised) and a JSON Schema's check against its metaschema.
+
+Content-addressed: an entry's name is the sha256 of its kind, the input's name (spans
+carry it) and bytes, and a fingerprint of everything that could change the answer (the
+engine's version, Python's, the parser and schema libraries' versions, the grammar
+text and the source of the modules that build the values). Nothing is ever trusted
+across any of these; a changed input simply has another name.
+
+Serialization is pickle (protocol 5) of the frozen dataclasses the parser builds: about
+three times as fast to read back as parsing, where rebuilding them from marshal'd plain
+data in Python would cost about as much as pickle's own reconstruction. pickle runs
+code named by the file it reads, so only files this engine wrote are read: the
+directory is the instance's own (mode 0700, owned by this user; any other directory
+is not used) and each entry carries the sha256 of its body, so a torn or altered
+entry is ignored (and rewritten), never unpickled. Every failure to read, write or
+prune is silent: the cache can only make a check faster, never different, and never
+fail it. Writes go to a temporary file renamed into place, so two checks at once see
+either a whole entry or none. The directory is bounded: past MAX_ENTRIES entries or
+MAX_BYTES, the least recently used go."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pickle
+import stat
+import sys
+import tempfile
+import time
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from engine.home import named_home, var_dir
+
+ENV = "ENGINE_CHECK_CACHE"  # "0" turns the cache off (as `engine check --no-cache`)
+SUBDIR = ("cache", "check")
+MAGIC = b"engine-check-cache 1\n"
+MAX_ENTRIES = 2000
+MAX_BYTES = 64 * 1024 * 1024
+STALE_TEMP_SECONDS = 3600  # a temporary file this old was left by a check that died
+_DIGEST = hashlib.sha256().digest_size
+
+# The modules whose code decides a cached value: the parser and the model it builds,
+# the loader that checks schemas, and this file (the entry format).
+_SOURCES = (
+    ("dsl", ("rules.lark", "parser.py", "model.py", "expr.py", "diagnostics.py", "spelling.py")),
+    ("engine", ("loading.py", "check_cache.py", "files.py")),
+)
+_LIBRARIES = ("engine", "lark", "jsonschema")
+
+
+def enabled(no_cache_option: bool = False, environ: Any = os.environ) -> bool:
+    """Whether to use the cache: not with `--no-cache`, nor with ENGINE_CHECK_CACHE=0."""
+    return not no_cache_option and environ.get(ENV, "").strip() != "0"
+
+
+def default_directory() -> Path:
+    """`<home>/var/cache/check`, or `./var/cache/check` without an instance directory
+    (the var/ of the default database, docs/deploy.md#the-instance-directory)."""
+    return var_dir(named_home()).joinpath(*SUBDIR)
+
+
+@cache
+def fingerprint() -> bytes:
+    """The versions and code an entry depends on, hashed; computed once a process."""
+    h = hashlib.sha256()
+    h.update(sys.version.encode() + b"\0" + sys.implementation.cache_tag.encode() + b"\0")
+    for name in _LIBRARIES:
+        try:
+            found = metadata.version(name)
+        except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
+            found = "unknown"
+        h.update(f"{name}={found}\0".encode())
+    root = Path(__file__).resolve().parent.parent
+    for package, names in _SOURCES:
+        for name in names:
+            try:
+                h.update(name.encode() + b"\0" + (root / package / name).read_bytes() + b"\0")
+            except OSError:  # pragma: no cover - an installation without its sources
+                h.update(name.encode() + b"\0?\0")
+    return h.digest()
+
+
+def key(kind: str, name: str, data: bytes) -> str:
+    """The entry name for `kind` of the input called `name` holding `data`."""
+    h = hashlib.sha256(fingerprint())
+    h.update(kind.encode() + b"\0" + name.encode() + b"\0" + data)
+    return h.hexdigest()
+
+
+class CheckCache:
+    """One check's view of the cache directory (never raises)."""
+
+    def __init__(
+        self, directory: Path, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES
+    ) -> None:
+        self.directory = directory
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.usable: bool | None = None  # decided on first use
+        self.hits = 0
+        self.misses = 0
+        self.written = 0
+
+    def _ready(self, create: bool) -> bool:
+        """Whether the directory exists, is ours and private (made so when `create`)."""
+        if self.usable:
+            return True
+        try:
+            if create:
+                os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            info = os.lstat(self.directory)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                self.usable = False
+                return False
+            if stat.S_IMODE(info.st_mode) & 0o077:
+                os.chmod(self.directory, 0o700)
+        except OSError:
+            return False
+        self.usable = True
+        return True
+
+    def get(self, entry: str) -> Any | None:
+        """The value stored under `entry`; None when absent or not whole."""
+        if self.usable is False or not self._ready(create=False):
+            self.misses += 1
+            return None
+        path = self.directory / entry
+        try:
+            data = path.read_bytes()
+        except OSError:
+            self.misses += 1
+            return None
+        body = data[len(MAGIC) + _DIGEST :]
+        head = data[: len(MAGIC) + _DIGEST]
+        if head != MAGIC + hashlib.sha256(body).digest():
+            self.misses += 1
+            return None
+        try:
+            value = pickle.loads(body)
+        except Exception:  # a body we wrote that no longer loads: recompute
+            self.misses += 1
+            return None
+        self.hits += 1
+        with contextlib.suppress(OSError):
+            os.utime(path)  # recently used: pruned last
+        return value
+
+    def put(self, entry: str, value: Any) -> None:
+        """Store `value` under `entry` (atomically; silently not, where we cannot)."""
+        if self.usable is False or not self._ready(create=True):
+            return
+        try:
+            body = pickle.dumps(value, protocol=5)
+        except Exception:  # pragma: no cover - every cached value pickles
+            return
+        try:
+            fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(MAGIC + hashlib.sha256(body).digest() + body)
+            os.replace(temp, self.directory / entry)
+            self.written += 1
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+
+    def prune(self) -> None:
+        """Keep the directory bounded: when a check wrote entries and there are more than
+        `max_entries` or `max_bytes`, remove the least recently used down to three quarters
+        of each bound; remove temporary files a dead check left."""
+        if not self.written:
+            return
+        try:
+            with os.scandir(self.directory) as found:
+                entries = [(e.stat().st_mtime, e.stat().st_size, e.path, e.name) for e in found]
+        except OSError:
+            return
+        now = time.time()
+        kept = []
+        for mtime, size, path, name in entries:
+            if name.startswith(".tmp-"):
+                if now - mtime > STALE_TEMP_SECONDS:
+                    _remove(path)
+            else:
+                kept.append((mtime, size, path))
+        total = sum(size for _, size, _ in kept)
+        if len(kept) <= self.max_entries and total <= self.max_bytes:
+            return
+        kept.sort()
+        count = len(kept)
+        for _, size, path in kept:
+            if count <= self.max_entries * 3 // 4 and total <= self.max_bytes * 3 // 4:
+                break
+            _remove(path)
+            count -= 1
+            total -= size
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
