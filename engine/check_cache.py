@@ -69,15 +69,22 @@ def default_directory() -> Path:
 @cache
 def fingerprint() -> bytes:
     """The versions and code an entry depends on, hashed; computed once a process."""
-    h = hashlib.sha256()
-    h.update(sys.version.encode() + b"\0" + sys.implementation.cache_tag.encode() + b"\0")
+    versions = {}
     for name in _LIBRARIES:
         try:
-            found = metadata.version(name)
+            versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
-            found = "unknown"
+            versions[name] = "unknown"
+    return fingerprint_of(Path(__file__).resolve().parent.parent, versions)
+
+
+def fingerprint_of(root: Path, versions: dict[str, str]) -> bytes:
+    """sha256 over Python's version, the library `versions` and the source files
+    (`_SOURCES`) under `root`, the directory holding the dsl and engine packages."""
+    h = hashlib.sha256()
+    h.update(sys.version.encode() + b"\0" + sys.implementation.cache_tag.encode() + b"\0")
+    for name, found in sorted(versions.items()):
         h.update(f"{name}={found}\0".encode())
-    root = Path(__file__).resolve().parent.parent
     for package, names in _SOURCES:
         for name in names:
             try:
