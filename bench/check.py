@@ -190,7 +190,7 @@ def subprocess_rows(paths: Paths, runs: int, root: Path) -> dict[str, dict[str, 
             [sys.executable, "-c", "import engine.cli.main"],
             None,
         ),
-        "engine check, the project's own tree (cold)": (check_argv(own, "--no-cache"), None),
+        "engine check, own tree (cold)": (check_argv(own, "--no-cache"), None),
         COLD: (check_argv(paths, "--no-cache"), None),
         WARM: (check_argv(paths), None),  # verify() filled the cache
         EMPTY: (check_argv(paths), lambda: shutil.rmtree(cache_dir(root), ignore_errors=True)),
@@ -330,7 +330,7 @@ def measure(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], Paths
     sub = subprocess_rows(paths, args.runs, root)
     check, cold = sub[WARM], sub[COLD]
     fixed = sub['python -c "import engine.cli.main"']["median_s"]
-    own = sub["engine check, the project's own tree (cold)"]["median_s"]
+    own = sub["engine check, own tree (cold)"]["median_s"]
     target = {  # median_s, met, ratio: the warm check (what an edit-and-check loop sees)
         "seconds": TARGET_SECONDS,
         "median_s": check["median_s"],

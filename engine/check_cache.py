@@ -1,7 +1,9 @@
 """The check cache: what `engine check` worked out from a file's bytes, kept under the
 instance's `var/cache/check/` so that the next check of the same bytes skips the work
-(docs/cli.md#engine-check). Two kinds of entry today: a parsed rule file (its model, or
-the syntax diagnostics it raised) and a JSON Schema's check against its metaschema.
+(docs/cli.md#the-check-cache). Three kinds of entry: a parsed rule file (its model, or
+the syntax diagnostics it raised), a JSON Schema's check against its metaschema, and
+the validated entries of registry/definitions.yaml and config/repos.yaml (only when
+they raised no diagnostic).
 
 Content-addressed: an entry's name is the sha256 of its kind, the input's name (spans
 carry it) and bytes, and a fingerprint of everything that could change the answer (the
@@ -51,12 +53,14 @@ STALE_TEMP_SECONDS = 3600  # a temporary file this old was left by a check that 
 _DIGEST = hashlib.sha256().digest_size
 
 # The modules whose code decides a cached value: the parser and the model it builds,
-# the loader that checks schemas, and this file (the entry format).
+# the loader (schemas, registry and configuration YAML) and the models it validates
+# into, and this file (the entry format).
 _SOURCES = (
     ("dsl", ("rules.lark", "parser.py", "model.py", "expr.py", "diagnostics.py", "spelling.py")),
-    ("engine", ("loading.py", "check_cache.py", "files.py")),
+    ("engine", ("loading.py", "check_cache.py", "files.py", "home.py")),
+    ("engine/core", ("registry.py", "config.py", "inputs.py")),
 )
-_LIBRARIES = ("engine", "lark", "jsonschema")
+_LIBRARIES = ("engine", "lark", "jsonschema", "pydantic", "pydantic_core", "ruamel.yaml")
 
 
 def enabled(no_cache_option: bool = False, environ: Any = os.environ) -> bool:

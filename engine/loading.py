@@ -9,7 +9,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,6 +38,7 @@ from engine.files import json_too_deep, not_a_file, read_nested, read_text, yaml
 from engine.home import LAYOUT, named_home
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -369,10 +370,45 @@ def load_event_types(
     return out
 
 
+def _kept(
+    cache: CheckCache | None,
+    path: Path,
+    fast: bool,
+    collector: Collector,
+    load: Callable[[], list[Located[T]]],
+) -> list[Located[T]]:
+    """`load()` (a loader of the one YAML file `path`) through the check cache: a result
+    that raised no diagnostic is kept under the file's name and bytes, and given back
+    for the same bytes with the text registered for quoting, as reading it does. A
+    file with problems is read afresh each time."""
+    if cache is None or not path.is_file():
+        return load()
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return load()
+    name = display(path)
+    entry = check_cache.key(f"yaml:{fast}", name, data)
+    found = cache.get(entry)
+    if isinstance(found, list) and all(isinstance(item, Located) for item in found):
+        collector.sources.add(name, data.decode("utf-8", "replace"))
+        return found
+    before = len(collector.items)
+    result = load()
+    if len(collector.items) == before:
+        cache.put(entry, result)
+    return result
+
+
 def load_definitions(
-    registry: Path, collector: Collector, fast: bool = False
+    registry: Path, collector: Collector, fast: bool = False, cache: CheckCache | None = None
 ) -> list[Located[Definition]]:
-    found = _section(registry / "definitions.yaml", "definitions", list, collector, fast)
+    path = registry / "definitions.yaml"
+    return _kept(cache, path, fast, collector, lambda: _definitions(path, collector, fast))
+
+
+def _definitions(path: Path, collector: Collector, fast: bool) -> list[Located[Definition]]:
+    found = _section(path, "definitions", list, collector, fast)
     if found is None:
         return []
     file, section = found
@@ -420,8 +456,15 @@ def load_contracts(
 # ---- configuration -------------------------------------------------------------------
 
 
-def load_repos(config: Path, collector: Collector) -> list[Located[tuple[str, RepoEntry]]]:
-    found = _section(config / "repos.yaml", "repos", dict, collector)
+def load_repos(
+    config: Path, collector: Collector, cache: CheckCache | None = None
+) -> list[Located[tuple[str, RepoEntry]]]:
+    path = config / "repos.yaml"
+    return _kept(cache, path, False, collector, lambda: _repos(path, collector))
+
+
+def _repos(path: Path, collector: Collector) -> list[Located[tuple[str, RepoEntry]]]:
+    found = _section(path, "repos", dict, collector)
     if found is None:
         return []
     file, section = found
@@ -553,10 +596,10 @@ def load_tree(paths: Paths, fast: bool = False, cache: CheckCache | None = None)
     collector.raise_if_any()
     rule_files = load_rule_files(paths.rules, collector, cache)
     event_types = load_event_types(paths.registry, collector, fast, cache)
-    definitions = load_definitions(paths.registry, collector, fast)
+    definitions = load_definitions(paths.registry, collector, fast, cache)
     contracts = load_contracts(paths.registry, collector, cache)
     probes = load_probes(paths.registry, collector, fast)
-    repos = load_repos(paths.config, collector)
+    repos = load_repos(paths.config, collector, cache)
     overlay, host_clocks, release_freeze = load_schedule_settings(paths.config, collector)
     return Tree(
         rule_files=rule_files,

@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
         "--no-cache",
         action="store_true",
         help="parse every file afresh, neither reading nor writing the check cache in "
-        f"var/cache/check (also {check_cache.ENV}=0; docs/cli.md#engine-check)",
+        f"var/cache/check (also {check_cache.ENV}=0; docs/cli.md#the-check-cache)",
     )
     p.set_defaults(handler=run_check)
 
