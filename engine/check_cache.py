@@ -7,8 +7,8 @@ they raised no diagnostic).
 
 Content-addressed: an entry's name is the sha256 of its kind, the input's name (spans
 carry it) and bytes, and a fingerprint of everything that could change the answer (the
-engine's version, Python's, the parser and schema libraries' versions, the grammar
-text and the source of the modules that build the values). Nothing is ever trusted
+engine's version, Python's, the versions of the libraries that read the files, the
+grammar text and the source of the modules that build the values). Nothing is ever trusted
 across any of these; a changed input simply has another name.
 
 Serialization is pickle (protocol 5) of the frozen dataclasses the parser builds, each
@@ -18,8 +18,8 @@ where rebuilding them from marshal'd plain data would cost a Python call per val
 anyway (and a second description of the model to keep in step). pickle runs
 code named by the file it reads, so only files this engine wrote are read: the
 directory is the instance's own (mode 0700, owned by this user; any other directory
-is not used) and each entry carries the sha256 of its body, so a torn or altered
-entry is ignored (and rewritten), never unpickled. Every failure to read, write or
+is not used); and each entry carries the sha256 of its body, so a torn or damaged
+entry (a full disk, a crash, a stray edit) is ignored and rewritten, never unpickled. Every failure to read, write or
 prune is silent: the cache can only make a check faster, never different, and never
 fail it. Writes go to a temporary file renamed into place, so two checks at once see
 either a whole entry or none. The directory is bounded: past MAX_ENTRIES entries or
