@@ -19,11 +19,11 @@ anyway (and a second description of the model to keep in step). pickle runs
 code named by the file it reads, so only files this engine wrote are read: the
 directory is the instance's own (mode 0700, owned by this user; any other directory
 is not used); and each entry carries the sha256 of its body, so a torn or damaged
-entry (a full disk, a crash, a stray edit) is ignored and rewritten, never unpickled. Every failure to read, write or
-prune is silent: the cache can only make a check faster, never different, and never
-fail it. Writes go to a temporary file renamed into place, so two checks at once see
-either a whole entry or none. The directory is bounded: past MAX_ENTRIES entries or
-MAX_BYTES, the least recently used go."""
+entry (a full disk, a crash, a stray edit) is ignored and rewritten, never unpickled.
+Every failure to read, write or prune is silent: the cache can only make a check
+faster, never different, and never fail it. Writes go to a temporary file renamed
+into place, so two checks at once see either a whole entry or none. The directory is
+bounded: past MAX_ENTRIES entries or MAX_BYTES, the least recently used go."""
 
 from __future__ import annotations
 
