@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -372,6 +372,7 @@ def load_event_types(
 
 def _kept(
     cache: CheckCache | None,
+    kind: str,
     path: Path,
     fast: bool,
     collector: Collector,
@@ -388,7 +389,7 @@ def _kept(
     except OSError:
         return load()
     name = display(path)
-    entry = check_cache.key(f"yaml:{fast}", name, data)
+    entry = check_cache.key(f"{kind}:{'fast' if fast else 'placed'}", name, data)
     found = cache.get(entry)
     if isinstance(found, list) and all(isinstance(item, Located) for item in found):
         collector.sources.add(name, data.decode("utf-8", "replace"))
@@ -404,7 +405,8 @@ def load_definitions(
     registry: Path, collector: Collector, fast: bool = False, cache: CheckCache | None = None
 ) -> list[Located[Definition]]:
     path = registry / "definitions.yaml"
-    return _kept(cache, path, fast, collector, lambda: _definitions(path, collector, fast))
+    load = partial(_definitions, path, collector, fast)
+    return _kept(cache, "definitions", path, fast, collector, load)
 
 
 def _definitions(path: Path, collector: Collector, fast: bool) -> list[Located[Definition]]:
@@ -460,7 +462,7 @@ def load_repos(
     config: Path, collector: Collector, cache: CheckCache | None = None
 ) -> list[Located[tuple[str, RepoEntry]]]:
     path = config / "repos.yaml"
-    return _kept(cache, path, False, collector, lambda: _repos(path, collector))
+    return _kept(cache, "repos", path, False, collector, lambda: _repos(path, collector))
 
 
 def _repos(path: Path, collector: Collector) -> list[Located[tuple[str, RepoEntry]]]:
