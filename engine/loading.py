@@ -4,13 +4,15 @@ RulesError."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,10 +24,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 
-from dsl.diagnostics import Collector, RulesError, Span, did_you_mean
+from dsl.diagnostics import Collector, Diagnostic, RulesError, Span, did_you_mean
 from dsl.model import RuleFile
-from dsl.parser import parse
-from engine import files
+from engine import check_cache, files
+from engine.check_cache import CheckCache
 from engine.core.compiler import compile_rules, compile_with_clocks
 from engine.core.config import REPO_NAME_PATTERN, HostClock, HostTimer, OverlayEntry, RepoEntry
 from engine.core.inputs import Located, Tree
@@ -36,6 +38,7 @@ from engine.files import json_too_deep, not_a_file, read_nested, read_text, yaml
 from engine.home import LAYOUT, named_home
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -291,7 +294,9 @@ def _sections(
 # ---- the registry --------------------------------------------------------------------
 
 
-def _load_json(path: Path, collector: Collector) -> dict[str, Any] | None:
+def _load_json(
+    path: Path, collector: Collector, cache: CheckCache | None = None
+) -> dict[str, Any] | None:
     name = display(path)
     text = read_nested(path, collector, json_too_deep)
     if text is None:
@@ -304,11 +309,25 @@ def _load_json(path: Path, collector: Collector) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         collector.error("E0903", "a JSON Schema must be an object", Span(name, 1, 1))
         return None
-    problem = _schema_problem(text)
+    problem = _checked_schema(text, cache)
     if problem is not None:
         collector.error("E0903", f"not a valid JSON Schema: {problem}", Span(name, 1, 1))
         return None
     return data
+
+
+def _checked_schema(text: str, cache: CheckCache | None) -> str | None:
+    """`_schema_problem`, kept in the check cache (the metaschema check is the dearest
+    part of reading the registry)."""
+    if cache is None:
+        return _schema_problem(text)
+    entry = check_cache.key("schema", "", text.encode())
+    found = cache.get(entry)
+    if isinstance(found, tuple) and len(found) == 1 and isinstance(found[0], (str, type(None))):
+        return found[0]
+    problem = _schema_problem(text)
+    cache.put(entry, (problem,))
+    return problem
 
 
 @lru_cache(maxsize=1024)
@@ -322,7 +341,7 @@ def _schema_problem(text: str) -> str | None:
 
 
 def load_event_types(
-    registry: Path, collector: Collector, fast: bool = False
+    registry: Path, collector: Collector, fast: bool = False, cache: CheckCache | None = None
 ) -> list[Located[EventType]]:
     found = _section(registry / "event-types.yaml", "event_types", dict, collector, fast)
     if found is None:
@@ -345,16 +364,53 @@ def load_event_types(
                     "E0903", f"schema file 'schemas/{event_type.schema_file}' does not exist", at
                 )
                 continue
-            schema = _load_json(schema_path, collector)
+            schema = _load_json(schema_path, collector, cache)
             event_type = event_type.model_copy(update={"payload_schema": schema})
         out.append(Located(event_type, span, _key_spans(file, body)))
     return out
 
 
+def _kept(
+    cache: CheckCache | None,
+    kind: str,
+    path: Path,
+    fast: bool,
+    collector: Collector,
+    load: Callable[[], list[Located[T]]],
+) -> list[Located[T]]:
+    """`load()` (a loader of the one YAML file `path`) through the check cache: a result
+    that raised no diagnostic is kept under the file's name and bytes, and given back
+    for the same bytes with the text registered for quoting, as reading it does. A
+    file with problems is read afresh each time."""
+    if cache is None or not path.is_file():
+        return load()
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return load()
+    name = display(path)
+    entry = check_cache.key(f"{kind}:{'fast' if fast else 'placed'}", name, data)
+    found = cache.get(entry)
+    if isinstance(found, list) and all(isinstance(item, Located) for item in found):
+        collector.sources.add(name, data.decode("utf-8", "replace"))
+        return found
+    before = len(collector.items)
+    result = load()
+    if len(collector.items) == before:
+        cache.put(entry, result)
+    return result
+
+
 def load_definitions(
-    registry: Path, collector: Collector, fast: bool = False
+    registry: Path, collector: Collector, fast: bool = False, cache: CheckCache | None = None
 ) -> list[Located[Definition]]:
-    found = _section(registry / "definitions.yaml", "definitions", list, collector, fast)
+    path = registry / "definitions.yaml"
+    load = partial(_definitions, path, collector, fast)
+    return _kept(cache, "definitions", path, fast, collector, load)
+
+
+def _definitions(path: Path, collector: Collector, fast: bool) -> list[Located[Definition]]:
+    found = _section(path, "definitions", list, collector, fast)
     if found is None:
         return []
     file, section = found
@@ -380,11 +436,13 @@ def load_probes(registry: Path, collector: Collector, fast: bool = False) -> lis
     return out
 
 
-def load_contracts(registry: Path, collector: Collector) -> dict[str, dict[str, Any]]:
+def load_contracts(
+    registry: Path, collector: Collector, cache: CheckCache | None = None
+) -> dict[str, dict[str, Any]]:
     contracts: dict[str, dict[str, Any]] = {}
     folder = registry / "contracts"
     for path in files.listing(folder, "*.json", collector):
-        schema = _load_json(path, collector)
+        schema = _load_json(path, collector, cache)
         if schema is None:
             continue
         contract_id = schema.get("$id")
@@ -400,8 +458,15 @@ def load_contracts(registry: Path, collector: Collector) -> dict[str, dict[str, 
 # ---- configuration -------------------------------------------------------------------
 
 
-def load_repos(config: Path, collector: Collector) -> list[Located[tuple[str, RepoEntry]]]:
-    found = _section(config / "repos.yaml", "repos", dict, collector)
+def load_repos(
+    config: Path, collector: Collector, cache: CheckCache | None = None
+) -> list[Located[tuple[str, RepoEntry]]]:
+    path = config / "repos.yaml"
+    return _kept(cache, "repos", path, False, collector, lambda: _repos(path, collector))
+
+
+def _repos(path: Path, collector: Collector) -> list[Located[tuple[str, RepoEntry]]]:
+    found = _section(path, "repos", dict, collector)
     if found is None:
         return []
     file, section = found
@@ -468,24 +533,54 @@ def load_schedule_settings(
 # ---- rules ---------------------------------------------------------------------------
 
 
-def load_rule_files(rules: Path, collector: Collector) -> list[RuleFile]:
+def load_rule_files(
+    rules: Path, collector: Collector, cache: CheckCache | None = None
+) -> list[RuleFile]:
+    """Parse every rule file, each through the check cache when one is given (the text
+    is read either way: diagnostics quote its lines)."""
     found: list[RuleFile] = []
     for path in files.walk(rules, "*.rules", collector) if rules.is_dir() else []:
         name = display(path)
         text = read_text(path, collector)
         if text is None:
             continue
-        try:
-            found.append(parse(text, name))
-        except RulesError as err:
-            collector.extend(err.diagnostics)
+        parsed = _parse_cached(text, name, cache)
+        if isinstance(parsed, RuleFile):
+            found.append(parsed)
+        else:
+            collector.extend(parsed)
     return found
 
 
-def load_tree(paths: Paths, fast: bool = False) -> Tree:
+def _parse_cached(
+    text: str, name: str, cache: CheckCache | None
+) -> RuleFile | tuple[Diagnostic, ...]:
+    """The parsed file, or the diagnostics its parse raised: from the cache when it holds
+    this name and text, else parsed (and stored)."""
+    entry = check_cache.key("rules", name, text.encode()) if cache is not None else ""
+    if cache is not None:
+        found = cache.get(entry)
+        if isinstance(found, RuleFile) and found.path == name:
+            return found
+        if isinstance(found, tuple) and found and all(isinstance(d, Diagnostic) for d in found):
+            return found
+    from dsl.parser import parse  # the grammar (and Lark) only when a file is parsed
+
+    result: RuleFile | tuple[Diagnostic, ...]
+    try:
+        result = parse(text, name)
+    except RulesError as err:
+        result = err.diagnostics
+    if cache is not None:
+        cache.put(entry, result)
+    return result
+
+
+def load_tree(paths: Paths, fast: bool = False, cache: CheckCache | None = None) -> Tree:
     """Read every kernel and instance file. Missing `loops/` or `registry/` directories
     are a usage error (raised as RulesError with code E0900). `fast` reads the registry
-    YAML without positions (its positions only ever serve diagnostics)."""
+    YAML without positions (its positions only ever serve diagnostics). `cache` (the
+    check cache, `engine.check_cache`) keeps parsed rule files and checked schemas."""
     collector = Collector()
     folders = [("rules", paths.rules), ("registry", paths.registry)]
     if paths.config_given:
@@ -501,12 +596,12 @@ def load_tree(paths: Paths, fast: bool = False) -> Tree:
         elif paths.registry.is_dir() and not file.is_file():
             collector.error("E0900", f"registry file {name} not found", Span(display(file), 1, 1))
     collector.raise_if_any()
-    rule_files = load_rule_files(paths.rules, collector)
-    event_types = load_event_types(paths.registry, collector, fast)
-    definitions = load_definitions(paths.registry, collector, fast)
-    contracts = load_contracts(paths.registry, collector)
+    rule_files = load_rule_files(paths.rules, collector, cache)
+    event_types = load_event_types(paths.registry, collector, fast, cache)
+    definitions = load_definitions(paths.registry, collector, fast, cache)
+    contracts = load_contracts(paths.registry, collector, cache)
     probes = load_probes(paths.registry, collector, fast)
-    repos = load_repos(paths.config, collector)
+    repos = load_repos(paths.config, collector, cache)
     overlay, host_clocks, release_freeze = load_schedule_settings(paths.config, collector)
     return Tree(
         rule_files=rule_files,
@@ -531,21 +626,44 @@ def _digest(paths: Paths, collector: Collector) -> str:
         return ""
 
 
-def load_rules(paths: Paths) -> RuleSet:
+def load_rules(paths: Paths, cache: CheckCache | None = None) -> RuleSet:
     """Read and compile: the one call the CLI and the runtime use. Raises RulesError.
 
     The registry is first read without positions; when anything is wrong the whole
-    tree is read again with them, so every diagnostic names its exact place."""
+    tree is read again with them, so every diagnostic names its exact place. `cache`
+    (`engine check`'s) is consulted and filled; entries it could not write are simply
+    not kept."""
     try:
-        return compile_rules(load_tree(paths, fast=True))
-    except RulesError:
-        return compile_rules(load_tree(paths, fast=False))
+        with _collector_paused():
+            try:
+                return compile_rules(load_tree(paths, fast=True, cache=cache))
+            except RulesError:
+                return compile_rules(load_tree(paths, fast=False, cache=cache))
+    finally:
+        if cache is not None:
+            cache.prune()
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a tree is read and compiled: the tens of
+    thousands of model values it makes (nearly all kept) would set it off again and
+    again, scanning them each time, for about a third of a large check's time. It is
+    turned back on (when it was on) after; the cycles made meanwhile are found then."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def load_host_clocks(paths: Paths) -> tuple[RuleSet, tuple[HostTimer, ...]]:
     """The compiled rules and the validated host clocks of config/schedule.yaml (for
     `engine render`). Raises RulesError, like `load_rules`."""
-    try:
-        return compile_with_clocks(load_tree(paths, fast=True))
-    except RulesError:
-        return compile_with_clocks(load_tree(paths, fast=False))
+    with _collector_paused():
+        try:
+            return compile_with_clocks(load_tree(paths, fast=True))
+        except RulesError:
+            return compile_with_clocks(load_tree(paths, fast=False))

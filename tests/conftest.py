@@ -368,3 +368,12 @@ def store_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == databases.MEMORY:
         return databases.MEMORY
     return open_database(request, request.param, tmp_path)
+
+
+# ---- the check cache: off unless a test turns it on -----------------------------------
+# Appended block with its own imports (E402): several people append to this file.
+# `engine check` would otherwise keep its cache in ./var of whatever directory a test
+# runs it in (the golden trees among them); tests/acceptance/test_check_cache.py turns
+# it on in directories of its own.
+
+os.environ["ENGINE_CHECK_CACHE"] = "0"

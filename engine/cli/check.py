@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from dsl.diagnostics import RulesError
+from engine import check_cache
 from engine.cli import exits
 from engine.cli.common import add_json_option, add_rules_options, paths_from, print_json
 from engine.core.compiler import describe
@@ -23,6 +24,12 @@ def register(sub: Any) -> None:
     )
     add_rules_options(p)
     add_json_option(p)
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="parse every file afresh, neither reading nor writing the check cache in "
+        f"var/cache/check (also {check_cache.ENV}=0; docs/cli.md#the-check-cache)",
+    )
     p.set_defaults(handler=run_check)
 
     d = sub.add_parser(
@@ -37,8 +44,12 @@ def register(sub: Any) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    cache = None
+    if check_cache.enabled(args.no_cache):
+        cache = check_cache.CheckCache(check_cache.default_directory())
     try:
-        rules = load_rules(paths_from(args))
+        rules = load_rules(paths, cache)
     except RulesError as err:
         return _report(err, args.json)
     summary = dict(describe(rules))
