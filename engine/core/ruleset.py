@@ -13,6 +13,7 @@ from typing import Any
 from dsl.diagnostics import Span
 from dsl.expr import Expr, ObjectExpr
 from dsl.model import Guard, Let, Refusal
+from engine.core.provenance import Places
 from engine.core.registry import Definition, EventType, Probe
 from engine.core.triage import TriageRule
 
@@ -302,6 +303,9 @@ class RuleSet:
     # (docs/occurrences.md#stop-conditions-and-release-freeze)
     release_freeze: bool = False
     probes: Mapping[str, Probe] = field(default_factory=dict)  # registry/probes.yaml
+    # Where each loop setting was written (engine check --explain); never part of the
+    # meaning: not in the digest, not compared.
+    places: Places = field(default_factory=Places, compare=False, repr=False)
 
     def is_human_only(self, event_type: str) -> bool:
         """True when no rule, chain or policy may approve this event type but a human:
