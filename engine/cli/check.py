@@ -20,7 +20,8 @@ def register(sub: Any) -> None:
         help="validate rules, registry and overlay (fail closed)",
         description="Parse and compile loops/*.rules with the registry and the instance "
         "overlay. Prints a summary, or every error with file:line:col, the line, a caret "
-        "and a hint. Exit 0 valid, 1 invalid, 2 usage.",
+        "and a hint. Exit 0 valid, 1 invalid, 2 usage. With --explain LOOP, prints "
+        "every effective setting of that loop and where it came from instead.",
     )
     add_rules_options(p)
     add_json_option(p)
@@ -29,6 +30,14 @@ def register(sub: Any) -> None:
         action="store_true",
         help="parse every file afresh, neither reading nor writing the check cache in "
         f"var/cache/check (also {check_cache.ENV}=0; docs/cli.md#the-check-cache)",
+    )
+    p.add_argument(
+        "--explain",
+        metavar="LOOP",
+        default=None,
+        help="print every effective setting of LOOP and where it came from: a rule line, "
+        "a default, an overlay line or the registry (docs/rules.md#seeing-a-loops-effective-"
+        "settings); exit 2 for a loop the rules do not declare",
     )
     p.set_defaults(handler=run_check)
 
@@ -44,6 +53,11 @@ def register(sub: Any) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    if args.explain is not None:
+        from engine.cli.check_explain import run_explain  # only on this path: check stays lean
+
+        return run_explain(args, _report)
+
     paths = paths_from(args)
     cache = None
     if check_cache.enabled(args.no_cache):

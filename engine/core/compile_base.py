@@ -15,6 +15,7 @@ from dsl.model import HumanOnlyDecl, RouteDecl
 from dsl.spelling import FIX_IT, OLD_SPELLING
 from engine.core.config import HostTimer
 from engine.core.inputs import Tree
+from engine.core.provenance import LoopPlaces
 from engine.core.registry import Definition, EventType, Probe
 from engine.core.ruleset import (
     Approval,
@@ -52,6 +53,7 @@ class CompilerBase:
         self.host_timers: list[HostTimer] = []
         self.probes: dict[str, Probe] = {}  # registry/probes.yaml, by id
         self.probe_spans: dict[str, Span] = {}  # watch loop -> where its probe is named
+        self.loop_places: dict[str, LoopPlaces] = {}  # loop -> where its settings are written
 
     # ---- registry ----------------------------------------------------------------
     def _index_probes(self) -> None:

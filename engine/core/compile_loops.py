@@ -12,6 +12,7 @@ from dsl.diagnostics import Span, did_you_mean
 from dsl.model import Emit, ForEach, LoopDecl
 from engine.core.compile_base import COLLECTIONS, LOOP_NAME, SAMPLE_REPO, SAMPLE_SLOT, CompilerBase
 from engine.core.loopsettings import read_settings, read_triage
+from engine.core.provenance import loop_places
 from engine.core.registry import EventType, param_problem
 from engine.core.ruleset import (
     TICK_FIELDS,
@@ -154,6 +155,7 @@ class LoopCompiler(CompilerBase):
             self.probe_spans[name] = draft.probe_span
         payload_span = emit.payload.span if emit.payload is not None else emit.type_span
         self.emit_spans[name] = (emit.type_span, payload_span)
+        self.loop_places[name] = loop_places(decl, in_for_block=bool(scope))
         return Loop(
             name=name,
             trigger=draft.trigger,

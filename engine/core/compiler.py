@@ -5,9 +5,10 @@ RulesError carrying every problem found (fail closed)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from dsl.diagnostics import ordered
+from dsl.diagnostics import Span, ordered
 from dsl.model import ChainDecl, HumanOnlyDecl, RouteDecl, WebhookDecl
 from engine.core.compile_clocks import ClockCompiler
 from engine.core.compile_loops import LoopCompiler
@@ -15,7 +16,8 @@ from engine.core.compile_tables import TableCompiler
 from engine.core.config import HostTimer
 from engine.core.inputs import Tree
 from engine.core.overlay import apply_overlay
-from engine.core.ruleset import RuleSet
+from engine.core.provenance import LoopPlaces, Places, human_only_places, registry_places
+from engine.core.ruleset import Loop, RuleSet, Source
 
 
 def compile_rules(tree: Tree) -> RuleSet:
@@ -75,7 +77,27 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
             release_freeze=release_freeze(self.tree),
             probes=self.probes,
             warnings=ordered(self.c.warnings),
+            places=self._places(loops, overlay_spans, decls),
         )
+
+    def _places(
+        self,
+        loops: Mapping[str, Loop],
+        overlay_spans: Mapping[str, Mapping[str, Span]],
+        decls: list[Any],
+    ) -> Places:
+        """Where each effective loop's settings were written (engine.core.provenance)."""
+        placed: dict[str, LoopPlaces] = {}
+        for name, loop in loops.items():
+            kernel = self.loop_places.get(name) if loop.source is Source.KERNEL else None
+            placed[name] = replace(
+                kernel or LoopPlaces(declared=loop.origin),
+                overlay=dict(overlay_spans.get(name, {})),
+                overlay_entry=loop.overlay_origin,
+            )
+        definitions, event_types = registry_places(self.tree)
+        human = human_only_places(d for d in decls if isinstance(d, HumanOnlyDecl))
+        return Places(placed, definitions, event_types, human)
 
 
 def release_freeze(tree: Tree) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 from dsl.diagnostics import Diagnostic, Span
 from dsl.expr import Expr, ObjectExpr
 from dsl.model import Guard, Let, Refusal
+from engine.core.provenance import Places
 from engine.core.registry import Definition, EventType, Probe
 from engine.core.triage import TriageRule
 
@@ -304,6 +305,9 @@ class RuleSet:
     probes: Mapping[str, Probe] = field(default_factory=dict)  # registry/probes.yaml
     # What loaded with a warning (an old spelling, W0901), in file order; never in the digest.
     warnings: tuple[Diagnostic, ...] = field(default=(), compare=False)
+    # Where each loop setting was written (engine check --explain); never part of the
+    # meaning: not in the digest, not compared.
+    places: Places = field(default_factory=Places, compare=False, repr=False)
 
     def is_human_only(self, event_type: str) -> bool:
         """True when no rule, chain or policy may approve this event type but a human:
