@@ -430,7 +430,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def run_setup(scripts: Sequence[str], instance: Path, timeout: float = 120) -> None:
+def run_setup(scripts: Sequence[str], instance: Path, timeout: float = 600) -> None:
     """Run the setup scripts of a block in `instance`, in order; ExampleError with what
     a failing one printed."""
     env = environment(instance)
