@@ -1,8 +1,9 @@
 """Several processes on one database, killed at random and restarted (issues 7 and
 12): real `engine serve` and `engine worker` processes over tests/data/multiprocess,
 whose two loops (`wave`, read-only, every minute; `act`, mutating, every ten minutes;
-catch-up all, auto-approved) are put to sleep for 1,000 minutes so that every serve
-wakes up to a wave of 1,100 due slots at once.
+catch-up all, auto-approved) are put to sleep for 600 minutes so that every serve
+wakes up to a wave of 662 due slots at once (more than the chaos's 15 seconds
+work off, so the blows fall while it is admitted, planned and worked).
 
 While the wave is admitted, planned and worked off, processes are SIGKILLed at random
 moments (seeded) and started again (once, a worker in the middle of mutating work), or,
@@ -45,7 +46,7 @@ from databases import rows
 ROOT = Path(__file__).resolve().parent.parent.parent
 TREE = ROOT / "tests" / "data" / "multiprocess"
 T0 = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)  # the loop is first seen (enabled) here
-WAVE = 1000  # minutes asleep: slots due at once on waking
+WAVE = 600  # minutes asleep: slots due at once on waking
 CADENCE = {"wave": 1, "act": 10}  # minutes
 MUTATING = frozenset({"act"})
 WAKE = T0 + timedelta(minutes=WAVE)

@@ -209,6 +209,10 @@ NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d+\.\d+\s?s\b"), "<duration>"),
     # `engine stats`' budget line: runs counted, the wall-clock seconds they took measured.
     (re.compile(r"\b(\d+ runs)/\d+s\b"), r"\1/<duration>"),
+    # ... and the same seconds in a triage snapshot's budget and in `engine stats --json`
+    # (pretty-printed; a reservation is written compact, `"wall_clock_seconds":30`, and kept).
+    (re.compile(r'"(daily_wall_clock_(?:used|left))":\s?\d+'), r'"\1":<duration>'),
+    (re.compile(r'"wall_clock_seconds": \d+'), '"wall_clock_seconds": <duration>'),
     (re.compile(r"\b\d+[smhd]( \d+[smhd])? ago\b"), "<ago>"),
     (re.compile(r"\bjust now\b"), "<ago>"),  # under a few seconds ago (engine/core/timefmt.py)
     (re.compile(r"\bin \d+[smhd]( \d+[smhd])?\b"), "in <later>"),
@@ -430,7 +434,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def run_setup(scripts: Sequence[str], instance: Path, timeout: float = 120) -> None:
+def run_setup(scripts: Sequence[str], instance: Path, timeout: float = 600) -> None:
     """Run the setup scripts of a block in `instance`, in order; ExampleError with what
     a failing one printed."""
     env = environment(instance)

@@ -8,9 +8,11 @@ into its block instead of failing, keeping its commands, annotation and `...` li
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,21 +28,36 @@ NOT_RUN = [b for b in BLOCKS if b.not_run is not None]
 @pytest.fixture(scope="session")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Callable[[tuple[str, ...]], Path]:
     """The instance a block starts from, by its setup scripts: a copy of the checkout's
-    instance files with those scripts run in it, made once per session from the
-    instance of all but the last script (a history built in steps builds each step
-    once, not once per block)."""
-    made: dict[tuple[str, ...], Path] = {}
+    instance files with those scripts run in it, made once per test session (shared by
+    the pytest-xdist workers, under a lock) from the instance of all but the last script
+    (a history built in steps builds each step once, not once per block). A setup that
+    failed fails every block that needs it, without running again."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "docs-templates"
+    shared.mkdir(exist_ok=True)
 
     def instance_for(setup: tuple[str, ...]) -> Path:
-        if setup not in made:
-            into = tmp_path_factory.mktemp("template")
-            if setup:  # a copy of the instance the earlier scripts made, then the last
-                shutil.copytree(instance_for(setup[:-1]), into, symlinks=True, dirs_exist_ok=True)
-                h.run_setup(setup[-1:], into)
-            else:
-                h.make_template(into)
-            made[setup] = into
-        return made[setup]
+        name = hashlib.sha256("\0".join(setup).encode()).hexdigest()[:16]
+        into, failed = shared / name, shared / f"{name}.failed"
+        with (shared / f"{name}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if failed.exists():
+                raise h.ExampleError(failed.read_text())
+            if not into.exists():
+                making = shared / f"{name}.making"
+                shutil.rmtree(making, ignore_errors=True)
+                try:
+                    if setup:  # a copy of the instance the earlier scripts made, then the last
+                        shutil.copytree(instance_for(setup[:-1]), making, symlinks=True)
+                        h.run_setup(setup[-1:], making)
+                    else:
+                        making.mkdir()
+                        h.make_template(making)
+                except (h.ExampleError, subprocess.TimeoutExpired) as err:
+                    failed.write_text(str(err))
+                    raise
+                making.rename(into)
+        return into
 
     return instance_for
 

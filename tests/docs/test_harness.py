@@ -67,6 +67,13 @@ def test_ids_and_times_are_normalised_but_digests_are_not() -> None:
     # the budget line of `engine stats`: the seconds the runs took are measured, the runs not
     assert h.matches(["budget used (24h): a 6 runs/0s"], ["budget used (24h): a 6 runs/1s"])
     assert not h.matches(["budget used (24h): a 6 runs/0s"], ["budget used (24h): a 5 runs/0s"])
+    # ... in a triage snapshot and `engine stats --json` too; a reservation is configured
+    snap = '{"daily_runs_left":1,"daily_wall_clock_left":7200,"daily_wall_clock_used":0}'
+    late = '{"daily_runs_left":1,"daily_wall_clock_left":7199,"daily_wall_clock_used":1}'
+    assert h.matches([snap], [late])
+    assert not h.matches([snap], [snap.replace('left":1', 'left":2')])
+    assert h.matches(['    "wall_clock_seconds": 0'], ['    "wall_clock_seconds": 1'])
+    assert not h.matches(['{"wall_clock_seconds":30}'], ['{"wall_clock_seconds":60}'])
 
 
 def test_an_elision_stands_for_any_lines() -> None:
