@@ -311,9 +311,8 @@ class LifecycleTx(RunsTx):
         return [proposals[i] for i in grouped(self._tables.proposal_states, [_OPEN], loops)]
 
     def stale_proposals(self, before: str, limit: int) -> list[ProposalRecord]:
-        order = self._tables.proposal_order
         found = [p for p in self._open_proposals() if p.created_at < before]
-        return take(sorted(found, key=lambda p: (p.created_at, order[p.proposal_id])), limit)
+        return take(sorted(found, key=lambda p: (p.created_at, p.proposal_id)), limit)
 
     def open_loop_proposals(self, loop: str) -> list[ProposalRecord]:
         found = self._open_proposals([loop])

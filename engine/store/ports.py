@@ -233,7 +233,8 @@ class ProposalsView(Protocol):
         the other from the last row of each give every proposal once."""
 
     def stale_proposals(self, before: str, limit: int) -> list[ProposalRecord]:
-        """Open proposals created before `before`, oldest first."""
+        """Open proposals created before `before`, oldest first (created_at, then
+        proposal_id: one order on every store)."""
 
     def open_loop_proposals(self, loop: str) -> list[ProposalRecord]:
         """Oldest first."""

@@ -69,7 +69,7 @@ def test_unchanged_rules_differ_nowhere(recorded: Path) -> None:
 def test_approval_auto_changes_exactly_that_loops_proposals(recorded: Path, tmp_path: Path) -> None:
     """`approval auto` on one loop: exactly that loop's proposals become auto runs."""
     rules = rules_with(
-        tmp_path, "catch-up none\n  approval watched", "catch-up none\n  approval auto"
+        tmp_path, "catch_up none\n  approval watched", "catch_up none\n  approval auto"
     )
     before = digest(recorded)
     code, report = replay(recorded, rules, "--fail-on-diff")
@@ -87,7 +87,7 @@ def test_catch_up_all_fires_exactly_the_skipped_slots(recorded: Path, tmp_path: 
     """`catch-up all` on one loop: exactly the slots it skipped during the sleep would
     fire, each decided with the facts recorded in that pass; rules that only moved
     (lines inserted above them) are no difference."""
-    rules = rules_with(tmp_path, "catch-up none", "catch-up all")
+    rules = rules_with(tmp_path, "catch_up none", "catch_up all")
     text = (rules / "loops.rules").read_text()
     (rules / "loops.rules").write_text("# moved\n# down\n" + text)
     code, report = replay(recorded, rules)
@@ -180,7 +180,7 @@ DELIVERIES = [
 GUIDS = [f"6f1c8a2e-000{n}-4c1e-9a1b-3d2f0000000{n}" for n in range(1, len(DELIVERIES) + 1)]
 # The worked example's rules changes: a new first line of the pull_request table, and
 # an `emit` line that builds another payload.
-FIRST = "  ignore unhandled_action   unless action in"
+FIRST = "  ignore unhandled_action unless action in"
 NO_SYNC = '  ignore no_synchronize if action == "synchronize"\n' + FIRST
 EMIT = "subject repo.name { repo: repo.name }"
 OTHER_PAYLOAD = "subject repo.name { repo: repo.name, prNumbers: [number] }"

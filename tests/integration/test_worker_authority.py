@@ -123,11 +123,11 @@ def forge(db: str, statement: str, *params: object) -> None:
 def human_only(root: Path) -> None:
     rules = root / "loops" / "authority.rules"
     edit(rules, "  approval auto\n", "  approval watched\n")
-    rules.write_text(rules.read_text() + "\nhuman-only auth.touch\n")
+    rules.write_text(rules.read_text() + "\nhuman_only auth.touch\n")
 
 
 def shadowed(root: Path) -> None:
-    edit(root / "loops" / "authority.rules", "  shadow off\n", "")
+    edit(root / "loops" / "authority.rules", "  shadow false\n", "")
 
 
 def definition_gone(root: Path) -> None:

@@ -70,7 +70,7 @@ def test_triage_lines_compile_in_order(rules: RuleSet) -> None:
         TriageDecision.RUN_REPAIR_TASK,
     ]
     assert {Path(r.origin.file).name for r in table} == {"loops.rules"}
-    assert [(r.origin.line, r.origin.column) for r in table] == [(n, 5) for n in range(14, 19)]
+    assert [(r.origin.line, r.origin.column) for r in table] == [(n, 5) for n in range(13, 18)]
     assert [r.note for r in table] == [
         "a run is still in flight",
         "two failures in a row",
@@ -132,13 +132,14 @@ def test_every_snapshot_name_and_field_is_accepted(tmp_path: Path) -> None:
 
 def test_occurrence_settings(rules: RuleSet) -> None:
     repair, quiet, check = rules.loops["repair"], rules.loops["quiet"], rules.loops["check"]
+    assert (max_active(repair), max_active(quiet), max_active(check)) == (1, None, 1)
     assert (repair.on_active, quiet.on_active, check.on_active) == (
         OnActive.COALESCE,
-        OnActive.SKIP,
+        OnActive.RETURN,
         OnActive.RETURN,
     )
-    assert repair.policy.budget == Budget(
-        active_occurrences=1,
+    assert repair.policy.budget == Budget(  # `overlap buffer_one`: the default limit, 1
+        active_occurrences=None,
         retries_per_occurrence=2,
         daily_runs=4,
         wall_clock_seconds=1800,

@@ -32,7 +32,8 @@ def refused(text: str) -> tuple[str, int, int, str]:
 
 def plain(value: Any) -> Any:
     """A parsed or compiled value with every position left out (spans, digests), and
-    the old-spelling warnings a rewrite is meant to remove."""
+    the old-spelling warnings a rewrite is meant to remove, and where each setting was
+    written (`places`, engine check --explain)."""
     if isinstance(value, Span):
         return None
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -41,7 +42,7 @@ def plain(value: Any) -> Any:
             tuple(
                 (f.name, plain(getattr(value, f.name)))
                 for f in dataclasses.fields(value)
-                if f.name not in ("digest", "warnings", "span", "line_span", "type_span")
+                if f.name not in ("digest", "warnings", "places", "span", "line_span", "type_span")
             ),
         )
     if isinstance(value, Mapping):

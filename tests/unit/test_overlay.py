@@ -135,12 +135,14 @@ def test_overlay_may_switch_off_a_loop_that_earned_auto(tmp_path: Path) -> None:
     by the overlay (it stops ticking), while declaring auto on a disabled loop fails."""
     paths = with_schedule(tmp_path, "schedules:\n  reaper:\n    enabled: false\n")
     rules_file = paths.rules / "loops.rules"
-    text = rules_file.read_text().replace("  disabled\n", "  approval auto\n  enabled\n", 1)
+    text = rules_file.read_text().replace(
+        "  enabled false\n", "  approval auto\n  enabled true\n", 1
+    )
     rules_file.write_text(text)
     reaper = load_rules(paths).loops["reaper"]
     assert (reaper.approval, reaper.enabled) == (Approval.AUTO, False)
     rules_file.write_text(
-        text.replace("  approval auto\n  enabled\n", "  approval auto\n  disabled\n")
+        text.replace("  approval auto\n  enabled true\n", "  approval auto\n  enabled false\n")
     )
     with pytest.raises(RulesError) as err:
         load_rules(paths)

@@ -146,7 +146,7 @@ def test_the_rule_shows_every_line_of_a_multi_line_loop(bench: Bench) -> None:
     )
     assert [line["number"] for line in rule["lines"]] == list(range(7, 17))
     assert rule["lines"][0]["text"].startswith("# Deploy the web service")
-    assert rule["lines"][-1]["text"] == "  shadow off"
+    assert rule["lines"][-1]["text"] == "  shadow false"
 
 
 def test_a_route_decision_shows_its_one_line(bench: Bench) -> None:
@@ -202,13 +202,17 @@ def test_a_loop_without_shadow_history_has_no_shadow_evidence(bench: Bench) -> N
 def test_a_loop_graduated_from_shadow_shows_what_shadow_would_have_dispatched(
     bench: Bench,
 ) -> None:
-    """A loop that ran in shadow before `shadow off` shows its shadow report: the
+    """A loop that ran in shadow before `shadow false` shows its shadow report: the
     windows shadow mode recorded, with what it would have dispatched."""
-    bench.edit("  enabled\n  shadow off\n\nloop deploy-api", "  enabled\n\nloop deploy-api")
+    bench.edit(
+        "  enabled true\n  shadow false\n\nloop deploy-api", "  enabled true\n\nloop deploy-api"
+    )
     bench.load()
     shadowed = bench.service.trigger("deploy-web", "operator:alice")
     bench.service.pump()
-    bench.edit("  enabled\n\nloop deploy-api", "  enabled\n  shadow off\n\nloop deploy-api")
+    bench.edit(
+        "  enabled true\n\nloop deploy-api", "  enabled true\n  shadow false\n\nloop deploy-api"
+    )
     bench.load()
     shadow = bench.service.review(bench.propose("deploy-web"))["shadow"]
     assert shadow is not None

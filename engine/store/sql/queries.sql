@@ -68,7 +68,7 @@ WHERE proposal_id = :proposal_id AND state = :from_state;
 
 -- name: stale_proposals
 SELECT * FROM proposals WHERE state = 'open' AND created_at < :before
-ORDER BY created_at LIMIT :limit;
+ORDER BY created_at, proposal_id LIMIT :limit;
 
 -- name: insert_run
 -- One run per idempotency key: an approved tick and a replayed one converge.
