@@ -182,15 +182,15 @@ def loop_block(i: int) -> str:
         f"loop job-{i:05d}",
         f"  {trigger}",
         f'  emit {event_type(i)} {{ repo: "r-{i % 97}", shard: {i % 8} }}',
-        f"  catch-up {catch_up}",
-        "  singleton" if i % 4 else "  overlapping",
+        f"  catch_up {catch_up}",
+        "  overlap skip" if i % 4 else "  overlap allow",
         "  approval watched",
-        "  enabled" if i % 3 == 0 else "  disabled",
+        "  enabled true" if i % 3 == 0 else "  enabled false",
     ]
     if i % 7 == 0:
         lines.append(f'  description "synthetic loop {i}"')
     if i % 11 == 0:
-        lines.append("  max-lateness 10m")
+        lines.append("  max_lateness 10m")
     return "\n".join(lines) + "\n"
 
 
@@ -201,19 +201,19 @@ def foreach_block() -> str:
         "    every 30m\n"
         f"    emit {event_type(1)} {{ repo: repo.name }}\n"
         "    approval watched\n"
-        "    disabled\n"
+        "    enabled false\n"
         "\n"
         "  loop merge-{repo.name}\n"
         "    every 30m\n"
         f"    emit {event_type(2)} {{ repo: repo.name, shard: 0 }}\n"
-        "    catch-up none\n"
-        "    singleton\n"
-        "    disabled\n"
+        "    catch_up none\n"
+        "    overlap skip\n"
+        "    enabled false\n"
         "\n"
         "  loop nightly-{repo.name}\n"
         '    cron "0 6 * * 1-5" in Europe/Budapest\n'
         f"    emit {event_type(3)} {{ repo: repo.name }}\n"
-        "    disabled\n"
+        "    enabled false\n"
     )
 
 
@@ -241,10 +241,11 @@ def chain_body(e: int) -> str:
         return first
     return (
         first + "\n"
-        f'  emit {event_type(e + 7)} id "chain:{{event.payload.repo}}:{{result.headSha}}" {{\n'
+        f'  emit {event_type(e + 7)} id "chain:{{event.payload.repo}}:{{result.headSha}}"'
+        ' if result.prNumber > 0 and result.outcome != "OUT_00" {\n'
         "    repo: event.payload.repo,\n"
         "    headSha: result.headSha,\n"
-        '  } if result.prNumber > 0 and result.outcome != "OUT_00"'
+        "  }"
     )
 
 
@@ -254,10 +255,10 @@ def webhook_line(j: int) -> str:
         f'  ignore label_{j} if lower(label.name) == "skip-{j}"',
         f"  let v{j} = pull_request.head",
         f"  reject ambiguous_{j} if count(workflow_run.pull_requests) > {j}",
-        f'  emit {event_type(j)} subject repo.name id "wh:{{delivery.id}}:{j}" {{\n'
-        f'    repo: repo.name,\n    runId: workflow_run.id,\n  }} if action == "a{j}"',
+        f'  emit {event_type(j)} subject repo.name id "wh:{{delivery.id}}:{j}"'
+        f' if action == "a{j}" {{\n    repo: repo.name,\n    runId: workflow_run.id,\n  }}',
         f'  ignore branch_{j} unless pull_request.base.ref in [repo.base, "release-{j}"]',
-        f"  emit {event_type(j + 1)} {{ repo: repo.name }} unless repo.report_only",
+        f"  emit {event_type(j + 1)} unless repo.report_only {{ repo: repo.name }}",
     )
     return variants[j % len(variants)]
 
@@ -289,7 +290,7 @@ def rules_files(shape: Shape) -> Iterator[tuple[str, list[str]]]:
         auto = not mutating(d) and i % 3 == 0 and i != EVENT_TYPES - 1
         approval = " approval auto" if auto else ""
         routes.append(f"route {event_type(i)} to {definition(d)}@1{approval}\n")
-    policies = [f"human-only {event_type(EVENT_TYPES - 1)}\n", "human-only definition step-000@1\n"]
+    policies = [f"human_only {event_type(EVENT_TYPES - 1)}\n", "human_only step-000@1\n"]
     yield "routes.rules", ["".join(routes), "".join(policies)]
 
 

@@ -123,23 +123,30 @@ class Collector:
     sources: Sources = field(default_factory=Sources)
     items: list[Diagnostic] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)  # never fail a phase
+    # What is already recorded, for the once-only check: a tree of old spellings warns
+    # thousands of times, and a list scan per warning made loading quadratic.
+    _seen: set[Diagnostic] = field(default_factory=set, repr=False, compare=False)
 
     def error(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
         """Record a problem once: a rule expanded per repo reports the same one once."""
         source = self.sources.line(span.file, span.line)
-        diagnostic = Diagnostic(code, message, span, source, hint)
-        if diagnostic not in self.items:
-            self.items.append(diagnostic)
+        self._record(self.items, Diagnostic(code, message, span, source, hint))
 
     def warn(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
         """Record a warning once: it is reported, but what it points at still loads."""
         source = self.sources.line(span.file, span.line)
         diagnostic = Diagnostic(code, message, span, source, hint, severity="warning")
-        if diagnostic not in self.warnings:
-            self.warnings.append(diagnostic)
+        self._record(self.warnings, diagnostic)
+
+    def _record(self, into: list[Diagnostic], diagnostic: Diagnostic) -> None:
+        if diagnostic not in self._seen:
+            self._seen.add(diagnostic)
+            into.append(diagnostic)
 
     def extend(self, diagnostics: Iterable[Diagnostic]) -> None:
-        self.items.extend(diagnostics)
+        for diagnostic in diagnostics:
+            self._seen.add(diagnostic)
+            self.items.append(diagnostic)
 
     def raise_if_any(self) -> None:
         if self.items:
