@@ -359,34 +359,17 @@ class _Explainer:
 
 
 def trigger_text(trigger: Trigger) -> str:
-    """A trigger as its rule line says it, in the one spelling."""
-    every = format_duration(trigger.every_seconds or 0)
-    match trigger.kind:
-        case TriggerKind.INTERVAL:
-            return f"every {every}"
-        case TriggerKind.HOST:
-            return f"host_clock {every}"
-        case TriggerKind.CRON:
-            return f'cron "{trigger.cron}" in {trigger.timezone}'
-        case TriggerKind.AT:
-            return f"at {trigger.at.isoformat() if trigger.at else '?'}"
-        case TriggerKind.WATCH:
-            return f"watch {trigger.probe} every {every}"
-        case TriggerKind.EVENT:
-            text = f"on_event {trigger.event_type}"
-            if trigger.window is not None:
-                text += f" window {expr_text(trigger.window)}"
-            if trigger.guard is not None:
-                word = "unless" if trigger.guard.negate else "if"
-                text += f" {word} {expr_text(trigger.guard.expr)}"
-            return text
-        case TriggerKind.AFTER:
-            text = f"after {trigger.upstream}"
-            for word, values in (("outcome", trigger.outcomes), ("state", trigger.states)):
-                if values:
-                    text += f" {word} " + " ".join(values)
-            return text
-    return "manual"
+    """A trigger as its rule line says it, in the one spelling: Trigger.describe(), with
+    an `on_event` line's window and guard written out rather than `(guarded)`."""
+    if trigger.kind is not TriggerKind.EVENT:
+        return trigger.describe()
+    text = f"on_event {trigger.event_type}"
+    if trigger.window is not None:
+        text += f" window {expr_text(trigger.window)}"
+    if trigger.guard is not None:
+        word = "unless" if trigger.guard.negate else "if"
+        text += f" {word} {expr_text(trigger.guard.expr)}"
+    return text
 
 
 def payload_text(payload: Mapping[str, Any]) -> str:

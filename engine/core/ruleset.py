@@ -23,9 +23,9 @@ class TriggerKind(StrEnum):
     CRON = "cron"  # `cron "0 9 * * *" in Europe/Budapest`
     AT = "at"  # `at 2026-12-01T09:00:00Z`: one shot
     MANUAL = "manual"  # fired only by `engine schedule trigger`
-    HOST = "host"  # `host-clock 24h`: fired by a host timer through `engine emit`
+    HOST = "host"  # `host_clock 24h`: fired by a host timer through `engine emit`
     WATCH = "watch"  # `watch ci-status every 5m`: polls a probe, fires when it changes
-    EVENT = "event"  # `on-event TYPE [window EXPR] [if EXPR]`: fired by an admitted event
+    EVENT = "event"  # `on_event TYPE [window EXPR] [if EXPR]`: fired by an admitted event
     AFTER = "after"  # `after LOOP [outcome X ...] [state S ...]`: fired by a conclusion
 
 
@@ -104,13 +104,15 @@ class Trigger:
     states: tuple[str, ...] = ()
 
     def describe(self) -> str:
+        """The trigger as its rule line says it, in the one spelling (docs/rules.md#one-
+        spelling), a guarded `on_event` shortened to `(guarded)`."""
         from engine.core.durations import format_duration
 
         match self.kind:
             case TriggerKind.INTERVAL:
                 return f"every {format_duration(self.every_seconds or 0)}"
             case TriggerKind.HOST:
-                return f"host-clock {format_duration(self.every_seconds or 0)}"
+                return f"host_clock {format_duration(self.every_seconds or 0)}"
             case TriggerKind.CRON:
                 return f'cron "{self.cron}" in {self.timezone}'
             case TriggerKind.AT:
@@ -119,7 +121,7 @@ class Trigger:
                 return f"watch {self.probe} every {format_duration(self.every_seconds or 0)}"
             case TriggerKind.EVENT:
                 guarded = " (guarded)" if self.guard is not None else ""
-                return f"on-event {self.event_type}{guarded}"
+                return f"on_event {self.event_type}{guarded}"
             case TriggerKind.AFTER:
                 filters = "".join(
                     f" {word} {' '.join(values)}"

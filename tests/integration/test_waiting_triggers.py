@@ -215,7 +215,7 @@ def test_two_events_of_one_fact_make_one_occurrence(world: World) -> None:
     shown = world.service.schedule("review")
     assert shown["trigger"] == {
         "kind": "event",
-        "describe": "on-event wait.merge.requested (guarded)",
+        "describe": "on_event wait.merge.requested (guarded)",
     }
     assert shown["lastCause"] is not None and shown["lastCause"]["type"] == "wait.merge.requested"
     world.work()

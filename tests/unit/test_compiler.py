@@ -81,7 +81,7 @@ def test_every_trigger_kind_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
         'cron "0 9 * * 1-5" in Europe/Budapest',
         "at 2026-12-01T09:00:00+00:00",
         "manual",
-        "host-clock 1d",
+        "host_clock 1d",
     ]
 
 

@@ -91,7 +91,7 @@ def test_an_on_event_loop_compiles_to_its_trigger(tmp_path: Path) -> None:
     assert loop.trigger.kind is TriggerKind.EVENT
     assert loop.trigger.event_type == "wait.asked"
     assert loop.trigger.guard is not None and loop.trigger.window is not None
-    assert loop.trigger.describe() == "on-event wait.asked (guarded)"
+    assert loop.trigger.describe() == "on_event wait.asked (guarded)"
 
 
 def test_an_after_loop_compiles_with_its_filters(tmp_path: Path) -> None:
