@@ -496,15 +496,6 @@ def test_the_layout_keeps_every_comment(text: str) -> None:
     assert comments(fmt(text)) == comments(text)
 
 
-def _reads_new_forms() -> bool:
-    try:
-        parse("human_only x.y\n", "probe.rules")
-    except RulesError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _reads_new_forms(), reason="the parser does not read the new forms yet")
 @PROPERTY
 @given(text=rule_file())
 def test_the_rewritten_text_parses(text: str) -> None:

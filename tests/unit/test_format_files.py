@@ -21,17 +21,6 @@ from tests.unit.test_format import plain
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _reads_new_forms() -> bool:
-    try:
-        parse("human_only x.y\n", "probe.rules")
-    except RulesError:
-        return False
-    return True
-
-
-NEW_FORMS = _reads_new_forms()  # the rewrite is checked once the parser reads its output
-
-
 def _text(path: Path) -> bool:
     """A readable UTF-8 file (the trees hold a directory named *.rules and a Latin-1
     file, for E0905 and E0907)."""
@@ -87,7 +76,7 @@ def test_a_formatted_tree_compiles_to_the_same_ruleset(loops: Path, tmp_path: Pa
     after = _copy(loops, tmp_path / "after")
     for file in sorted(after.rules.rglob("*.rules")):
         text = file.read_text(encoding="utf-8")
-        file.write_text(format_text(text, file.name, rewrite=NEW_FORMS).text, encoding="utf-8")
+        file.write_text(format_text(text, file.name, rewrite=True).text, encoding="utf-8")
     assert _meaning(plain(load_rules(after))) == _meaning(plain(load_rules(before)))
 
 
@@ -99,8 +88,6 @@ _INTENDED = {("on_active", "skip"): ("on_active", "return"), ("active_occurrence
 
 
 def _meaning(value: Any) -> Any:
-    if not NEW_FORMS:
-        return value
     if isinstance(value, tuple):
         for old, new in _INTENDED.items():
             if value == old:
