@@ -79,29 +79,33 @@ def meaning(overlap: Overlap, max_active: int | None = None) -> OverlapMeaning:
 
 @dataclass(frozen=True, slots=True)
 class Rewrite:
-    """The new overlap line for an old combination; `note` says what differs, if anything."""
+    """The overlap setting an old combination means; `note` says what differs, if anything."""
 
-    line: str
+    value: Overlap
+    max_active: int | None = None  # `overlap allow max N`
     note: str | None = None
+
+    @property
+    def line(self) -> str:
+        """The setting as a rule file writes it: `overlap allow max 2`."""
+        most = "" if self.max_active is None else f" max {self.max_active}"
+        return f"overlap {self.value}{most}"
+
+
+_NOW_LINKED = "its no-op's reason is now occurrence_active, linked to the active occurrence"
 
 
 def overlap_of(singleton: bool, on_active: str, active: int | None) -> Rewrite | None:
-    """The `overlap` line that means what the old `singleton`/`overlapping`, `on-active`
+    """The `overlap` setting that means what the old `singleton`/`overlapping`, `on-active`
     and `budget active-occurrences` settings meant together, or None when no single
     overlap value does (the loader keeps loading them, with a warning that says so)."""
     if singleton and active in (None, 1):
         if on_active == "coalesce":
-            return Rewrite("overlap buffer_one")
-        note = None
-        if on_active == "skip":
-            note = "its no-op's reason is now occurrence_active, linked to the active occurrence"
-        return Rewrite("overlap skip", note)
+            return Rewrite(Overlap.BUFFER_ONE)
+        return Rewrite(Overlap.SKIP, note=_NOW_LINKED if on_active == "skip" else None)
     if not singleton and on_active in ("return", "skip"):
-        line = "overlap allow" if active is None else f"overlap allow max {active}"
-        note = None
-        if on_active == "skip" and active is not None:
-            note = "its no-op's reason is now occurrence_active, linked to the active occurrence"
-        return Rewrite(line, note)
+        linked = on_active == "skip" and active is not None
+        return Rewrite(Overlap.ALLOW, active, _NOW_LINKED if linked else None)
     return None
 
 

@@ -12,7 +12,7 @@ from dsl.diagnostics import RulesError, did_you_mean
 from engine.cli import exits
 from engine.cli.common import paths_from, print_json
 from engine.core.compiler import compile_rules
-from engine.core.loop_explain import Row, UnknownLoop, explain_loop
+from engine.core.loop_explain import Row, UnknownLoop, explain_loop, warnings_of
 from engine.loading import load_tree
 
 # How `engine check` reports rules that do not load (its `_report`).
@@ -46,6 +46,14 @@ def run_explain(args: argparse.Namespace, report: Report) -> int:
     else:
         for line in table(rows):
             print(line)
+    warnings = warnings_of(rules, args.explain)
+    if warnings:  # on stderr, as `engine check` prints them; the rows are what loaded
+        print("\n" + "\n\n".join(w.render() for w in warnings), file=sys.stderr)
+        count = len(warnings)
+        print(
+            f"\nwarning: {count} warning{'s' if count != 1 else ''} in this loop's lines",
+            file=sys.stderr,
+        )
     return exits.OK
 
 

@@ -195,17 +195,28 @@ def flat(entry: dict[str, Any]) -> dict[str, Any]:
         **entry,
         "trigger": entry["trigger"]["describe"],
         "catchUp": entry["catchUp"]["policy"],
+        "overlap": _overlap_text(entry["overlap"]),
         "lastOutcome": _run_text(entry["lastOutcome"]) or entry["lastDecision"],
         "lastCause": _cause_text(entry.get("lastCause")),
         "nextFires": ", ".join(entry["nextFires"]),
         "overridden": ", ".join(entry["overridden"]),
     }
+    cells.pop("singleton")  # the run level of `overlap`, in the JSON for older clients
     observation = cells.pop("observation", None)
     if observation is not None:
         cells["lastSlot"] = _observed_text(observation)
         cells["observation"] = _observation_text(observation)
         cells["diagnostic"] = observation["diagnostic"]
     return cells
+
+
+def _overlap_text(overlap: dict[str, Any]) -> str | None:
+    """`skip`, `allow max 2`: the loop's overlap as its rule line writes it; None for an
+    old combination no overlap value means."""
+    value, most = overlap["value"], overlap["max"]
+    if value is None:
+        return None
+    return str(value) + ("" if most is None else f" max {most}")
 
 
 def _observed_text(observation: dict[str, Any]) -> str | None:

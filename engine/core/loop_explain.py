@@ -17,8 +17,7 @@ from datetime import UTC, time, timedelta
 from typing import Any
 
 from dsl import expr as ex
-from dsl import spelling
-from dsl.diagnostics import Span
+from dsl.diagnostics import Diagnostic, Span
 from engine.core.durations import format_duration
 from engine.core.provenance import LoopPlaces
 from engine.core.registry import Definition
@@ -36,6 +35,7 @@ from engine.core.ruleset import (
     Trigger,
     TriggerKind,
     max_active,
+    overlap_line,
 )
 from engine.core.triage import TriageRule, default_decision
 
@@ -84,6 +84,21 @@ def explain_loop(rules: RuleSet, name: str) -> list[Row]:
     if loop is None:
         raise UnknownLoop(name)
     return list(_Explainer(rules, loop).rows())
+
+
+def warnings_of(rules: RuleSet, name: str) -> list[Diagnostic]:
+    """The load warnings (an old spelling's W0901) written on the lines of loop `name`:
+    its `loop` line, its settings, its emit and payload, its triage header and its
+    overlay lines. A loop of a `for` block shares its template's lines, and so their
+    warnings."""
+    places = rules.places.loops.get(name)
+    if places is None:
+        return []
+    spans = [places.declared, places.emit, places.payload, places.triage]
+    spans += [span for group in places.settings.values() for span in group]
+    spans += list(places.overlay.values())
+    lines = {(span.file, span.line) for span in spans if span is not None}
+    return [w for w in rules.warnings if (w.span.file, w.span.line) in lines]
 
 
 class _Explainer:
@@ -220,7 +235,7 @@ class _Explainer:
     def overlap(self) -> Row:
         loop = self.loop
         active = loop.policy.budget.active_occurrences
-        rewrite = spelling.overlap_of(loop.singleton, str(loop.on_active), active)
+        rewrite = overlap_line(loop)
         if rewrite is None:
             old = [
                 "singleton" if loop.singleton else "overlapping",

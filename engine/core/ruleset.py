@@ -10,6 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from dsl import spelling
 from dsl.diagnostics import Diagnostic, Span
 from dsl.expr import Expr, ObjectExpr
 from dsl.model import Guard, Let, Refusal
@@ -42,11 +43,11 @@ class Approval(StrEnum):
 
 class OnActive(StrEnum):
     """What a trigger does while the loop already has its maximum of active occurrences for
-    the repo (docs/occurrences.md#concurrency-on-active)."""
+    the repo (docs/occurrences.md#concurrency-overlap)."""
 
     RETURN = "return"  # NOOP occurrence_active, linked to the active occurrence
     COALESCE = "coalesce"  # NOOP coalesced: one follow-up tick when the active one ends
-    SKIP = "skip"  # NOOP occurrence_active, nothing else
+    SKIP = "skip"  # NOOP skipped_active, nothing else (only an old `on-active skip`)
 
 
 # `catch-up all` without an explicit cap replays at most this many missed slots.
@@ -204,6 +205,16 @@ def max_active(loop: Loop) -> int | None:
     if declared is not None:
         return declared
     return 1 if loop.singleton else None
+
+
+def overlap_line(loop: Loop) -> spelling.Rewrite | None:
+    """The loop's one `overlap` line (docs/rules.md#overlap), `overlap allow max 2`, from
+    the run- and occurrence-level fields it compiles to; None for an old combination of
+    `singleton`/`overlapping`, `on-active` and `budget active-occurrences` that no
+    overlap value means (it still loads, with its W0901 warning saying so)."""
+    return spelling.overlap_of(
+        loop.singleton, str(loop.on_active), loop.policy.budget.active_occurrences
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,7 +193,7 @@ def _summary(
 # Loops whose triggers a simulation does not make, and why (docs/simulate.md).
 UNSIMULATED = {
     TriggerKind.MANUAL: "manual: fired by an operator only",
-    TriggerKind.HOST: "host-clock: its host timer fires it, not simulated",
+    TriggerKind.HOST: "host_clock: its host timer fires it, not simulated",
     TriggerKind.WATCH: "watch: its probe observes the world, not simulated",
 }
 

@@ -16,7 +16,7 @@ from engine.core.decisions import Entity, JournalAction
 from engine.core.durations import DurationError, parse_duration
 from engine.core.envelope import iso, parse_iso
 from engine.core.records import EventRecord, LoopState, ObservationRecord, RunRecord
-from engine.core.ruleset import Loop, TriggerKind
+from engine.core.ruleset import Loop, TriggerKind, overlap_line
 from engine.core.slots import IntervalSlots, SkipReason, Slots, next_fires, slots_of
 from engine.core.ticks import SLOT_SOURCES, manual_tick, slot_text, tick
 from engine.core.triggers import AFTER_SOURCE, EVENT_SOURCE
@@ -118,7 +118,8 @@ def _entry(
             "cap": loop.catch_up_cap,
             "maxLatenessSeconds": loop.max_lateness_seconds,
         },
-        "singleton": loop.singleton,
+        "overlap": overlap_view(loop),
+        "singleton": loop.singleton,  # the run level of `overlap`, kept for older clients
         "source": loop.source.value,
         "overridden": list(loop.overridden),
         "origin": f"{loop.origin.file}:{loop.origin.line}",
@@ -139,6 +140,16 @@ def _entry(
         "nextFires": [slot_text(s) for s in next_fires(seq, now, NEXT_FIRES)] if seq else [],
         "observation": observed,
     }
+
+
+def overlap_view(loop: Loop) -> dict[str, Any]:
+    """`{"value", "max"}` of the loop's `overlap` line (docs/rules.md#overlap): `skip`,
+    `buffer_one` or `allow` with its `max N`; a value of None for an old combination no
+    overlap value means (its `singleton` still says what runs do)."""
+    setting = overlap_line(loop)
+    if setting is None:
+        return {"value": None, "max": None}
+    return {"value": str(setting.value), "max": setting.max_active}
 
 
 def next_poll(

@@ -108,6 +108,32 @@ def test_rules_that_do_not_load_report_their_errors_and_exit_1(
     assert report["valid"] is False and report["errors"][0]["code"] == "E0203"
 
 
+def test_an_old_spelling_in_the_loops_lines_is_a_warning_after_the_rows(
+    instance: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rows name the setting in the one spelling; the loop's own W0901 warnings follow
+    on stderr with their fix-it, not those of other loops; the exit is still 0."""
+    (instance / "loops" / "old.rules").write_text(
+        "loop old\n  every 60m\n  emit clock.tick.reaper\n  singleton\n  catch-up none\n\n"
+        "loop other\n  every 60m\n  emit clock.tick.reaper\n  disabled\n"
+    )
+    assert main(["check", "--explain", "old"]) == 0
+    out = capsys.readouterr()
+    rows = {line.split()[0]: line.split() for line in out.out.splitlines()[1:]}
+    assert rows["overlap"][1:3] == ["skip", "loops/old.rules:4:"]
+    assert rows["catch_up"][1:3] == ["none", "loops/old.rules:5"]
+    assert re.findall(r"^(\S+): warning\[W0901\]", out.err, re.M) == [
+        "loops/old.rules:4:3",
+        "loops/old.rules:5:3",
+    ]
+    assert "help: write: catch_up none (engine fmt --write rewrites it)" in out.err
+    assert out.err.endswith("warning: 2 warnings in this loop's lines\n")
+    assert main(["check", "--explain", "old", "--json"]) == 0
+    out = capsys.readouterr()
+    assert {row["setting"] for row in json.loads(out.out)} >= {"overlap", "catch_up"}
+    assert out.err.count("warning[W0901]") == 2
+
+
 LAZY = """\
 import sys
 from engine.cli.main import main

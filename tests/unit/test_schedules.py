@@ -4,6 +4,7 @@ on a real SQLite file with an injected clock, over tests/data/scheduling."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,11 @@ import pytest
 
 from engine.bootstrap import open_service
 from engine.core.envelope import Envelope
+from engine.core.ruleset import OnActive
 from engine.errors import BadRequest, Conflict, NotFound
 from engine.loading import Paths
 from engine.service import Service
+from engine.service.schedules import overlap_view
 
 TREE = Path(__file__).resolve().parents[1] / "data" / "scheduling"
 PATHS = Paths(TREE / "loops", TREE / "registry", TREE / "config")
@@ -70,6 +73,7 @@ def test_view_describes_an_interval_loop(service: Service, clock: Clock) -> None
     assert (entry["enabled"], entry["paused"], entry["approval"]) == (True, False, "watched")
     assert entry["trigger"] == {"kind": "interval", "describe": "every 1h"}
     assert (entry["cadenceSeconds"], entry["source"], entry["singleton"]) == (3600, "kernel", True)
+    assert entry["overlap"] == {"value": "skip", "max": None}
     assert entry["catchUp"] == {"policy": "none", "cap": None, "maxLatenessSeconds": None}
     assert entry["origin"].endswith("loops.rules:3")
     assert entry["lastSlot"] == "2026-11-30T01:00:00Z"
@@ -293,3 +297,27 @@ def test_doctor_lists_a_paused_loop_instead_of_a_stopped_one(
     service.resume("hourly", ALICE)
     clock.now += timedelta(minutes=30)
     assert "hourly" not in {s["loop"] for s in service.doctor()["stoppedSchedules"]}
+
+
+@pytest.mark.parametrize(
+    ("singleton", "on_active", "active", "shown"),
+    [
+        (True, OnActive.RETURN, None, {"value": "skip", "max": None}),
+        (True, OnActive.COALESCE, None, {"value": "buffer_one", "max": None}),
+        (False, OnActive.RETURN, None, {"value": "allow", "max": None}),
+        (False, OnActive.RETURN, 2, {"value": "allow", "max": 2}),
+        # `overlapping` with `on-active coalesce`: an old combination no value means
+        (False, OnActive.COALESCE, 2, {"value": None, "max": None}),
+    ],
+)
+def test_a_schedule_shows_the_loops_one_overlap_setting(
+    service: Service, singleton: bool, on_active: OnActive, active: int | None, shown: object
+) -> None:
+    """The schedule's `overlap` is the loop's setting as a rule line writes it, whichever
+    spelling compiled it; `singleton` stays beside it, the run level, for older clients."""
+    loop = service.rt.rules.loops["hourly"]
+    budget = replace(loop.policy.budget, active_occurrences=active)
+    changed = replace(
+        loop, singleton=singleton, on_active=on_active, policy=replace(loop.policy, budget=budget)
+    )
+    assert overlap_view(changed) == shown
