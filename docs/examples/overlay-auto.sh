@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # After example-config.sh: an instance loop `extra` in config/schedule.yaml that grants
 # itself `approval auto` (refused: E0304), and schedule.extra.yaml, a copy to compare
-# with, for docs/cli.md#engine-schedule-enable--disable. Run from the checkout (or an
+# with, for docs/cli.md#engine-schedule-enable-and-disable. Run from the checkout (or an
 # instance directory).
 set -euo pipefail
 python3 - <<'PY'

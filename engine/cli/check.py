@@ -36,8 +36,9 @@ def register(sub: Any) -> None:
         metavar="LOOP",
         default=None,
         help="print every effective setting of LOOP and where it came from: a rule line, "
-        "a default, an overlay line or the registry (docs/rules.md#seeing-a-loops-effective-"
-        "settings); exit 2 for a loop the rules do not declare",
+        "a default, an overlay line or the registry "
+        "(docs/rules.md#seeing-a-loops-effective-settings); "
+        "exit 2 for a loop the rules do not declare",
     )
     p.set_defaults(handler=run_check)
 

@@ -11,8 +11,8 @@ from engine.core.nesting import MAX_PAYLOAD_DEPTH, depth
 
 SCHEMA_VERSION: Final = "factory.event/v1"
 EVENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,255}$"
-# The instants an event may carry (docs/api.md#the-envelope): every one of them has a
-# UTC form that `iso` writes and `parse_iso` reads back.
+# The instants an event may carry (the 422 `invalid_envelope` of docs/api.md#errors):
+# every one of them has a UTC form that `iso` writes and `parse_iso` reads back.
 EARLIEST: Final = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST: Final = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 

@@ -105,8 +105,8 @@ class Trigger:
     states: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """The trigger as its rule line says it, in the one spelling (docs/rules.md#one-
-        spelling), a guarded `on_event` shortened to `(guarded)`."""
+        """The trigger as its rule line says it, in the one spelling
+        (docs/rules.md#one-spelling), a guarded `on_event` shortened to `(guarded)`."""
         from engine.core.durations import format_duration
 
         match self.kind:
