@@ -2,7 +2,7 @@
 how-to, by driving the real service over the rules beside this script with an
 injected clock: the first slots fire at 10:00, one proposal is approved and one
 rejected, the approved run finishes with an outcome, and the service then sleeps until
-14:10 (under `catch-up none` each loop fires its newest slot and skips the older ones).
+14:10 (under `catch_up none` each loop fires its newest slot and skips the older ones).
 
     python docs/examples/replay/record.py            # rewrite recorded.db
     python docs/examples/replay/record.py OUT.db     # or write another file"""
