@@ -35,7 +35,7 @@ CODES: dict[str, str] = {
     "E0302": "approval auto on a human-approval-only event type or definition",
     "E0303": "approval auto on a route to a mutating definition",
     "E0304": "approval auto or shadow mode in the unreviewed overlay",
-    "E0305": "approval auto on an on-event loop of mutating work",
+    "E0305": "approval auto on an on_event loop of mutating work",
     # duplicates
     "E0401": "duplicate loop",
     "E0402": "duplicate route",

@@ -1,4 +1,4 @@
-"""`engine emit TYPE`: the host-clock bridge's one act (docs/deploy.md#engine-emit). Runs
+"""`engine emit TYPE`: the host clock bridge's one act (docs/deploy.md#engine-emit). Runs
 the gate (an argv, never a shell), then admits one typed event into a running serve
 over the signed `POST /events`, retrying while no runtime answers. A host timer
 (launchd, systemd) calls it; it does no work."""
@@ -63,7 +63,7 @@ command could not run or the dry command failed; 2 usage (bad JSON, no secret)""
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "emit",
-        help="admit one event into a running serve after a gate (the host-clock bridge)",
+        help="admit one event into a running serve after a gate (the host clock bridge)",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -137,7 +137,7 @@ def build_envelope(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     subject = ""
     if args.loop is not None:
         if args.every is None:
-            raise BadRequest("--loop needs --every DURATION (the loop's host-clock cadence)")
+            raise BadRequest("--loop needs --every DURATION (the cadence of its host_clock loop)")
         if args.event_id is not None:
             raise BadRequest(
                 "--event-id cannot be given with --loop: a loop's tick has its slot's id "

@@ -162,7 +162,7 @@ def register(sub: Any) -> None:
 EVENTS = "List admitted events, newest first, or show one with its decision and occurrence."
 EXPLAIN = (
     "The causal chain of one event, both ways: what caused it (a slot, a GitHub "
-    "delivery, an event that fired an on-event loop, an upstream occurrence, a run's "
+    "delivery, an event that fired an on_event loop, an upstream occurrence, a run's "
     "outcome through a chain rule), its decision with the rule and rules digest, its "
     "occurrence's steps, its proposal and runs, and the events its runs chained "
     "(docs/explain.md)."

@@ -35,7 +35,7 @@ def _cause(cause: Mapping[str, Any], depth: int) -> Iterator[str]:
             f", chained by {cause.get('rule') or '-'}"
         )
     elif kind == "on-event":
-        yield f"{pad}event {cause['event']} fired on-event loop {cause['loop']}"
+        yield f"{pad}event {cause['event']} fired on_event loop {cause['loop']}"
     elif kind == "after":
         yield f"{pad}occurrence {cause['occurrence']} concluded: after loop {cause['loop']}"
     else:

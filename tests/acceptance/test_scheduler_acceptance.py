@@ -460,7 +460,7 @@ def test_watched_proposes_per_slot_and_auto_runs_as_schedule(
     assert all(a in ("schedule", "system") or a.startswith("worker:") for a in actors), actors
 
 
-# ---- a loop is a singleton (docs/scheduling.md#overlap-singleton-and-previous_run_in_flight) ----
+# ---- one run at a time (docs/scheduling.md#overlap-one-at-a-time-and-previous_run_in_flight)
 
 
 def test_a_loop_with_a_run_in_flight_gets_a_noop_not_a_second_run(
