@@ -35,3 +35,40 @@ else:
     sys.exit(f"{db}: still waiting after 60 s for {what}")
 PY
 }
+
+wait_events() {  # wait_events DB ID...: until each event ID is admitted in the SQLite file DB, every
+  # admitted event is planned and the outbox is published (fails after 60 s)
+  python3 - "$@" <<'PY'
+import sqlite3, sys, time
+db, wanted = sys.argv[1], sys.argv[2:]
+marks = ",".join("?" * len(wanted))
+sql = f"""select {len(wanted)} - (select count(*) from events where event_id in ({marks})),
+  (select count(*) from events where planned = 0)
+  + (select count(*) from outbox where published_at is null)"""
+for _ in range(600):
+    with sqlite3.connect(db) as conn:
+        missing, unplanned = conn.execute(sql, wanted).fetchone()
+    conn.close()
+    if not missing and not unplanned:
+        break
+    time.sleep(0.1)
+else:
+    sys.exit(f"{db}: after 60 s, {missing} of {' '.join(wanted)} not admitted, {unplanned} unplanned")
+PY
+}
+
+serve_until() {  # serve_until START ID...: serve (planning only) on $port with the clock at START
+  # until it admitted each event ID and planned everything it admitted; then stop it. The
+  # history it leaves depends on what was fired, never on how fast this machine is.
+  ENGINE_NOW=$1 engine serve --no-worker --port "$port" >>var/story.log 2>&1 &
+  local pid=$!
+  shift
+  wait_ready "$port"
+  wait_events "$ENGINE_DB" "$@" || { kill -TERM "$pid"; wait "$pid"; return 1; }
+  kill -TERM "$pid"
+  wait "$pid"
+}
+
+drain() {  # drain AT: one worker, its clock at AT, runs what is queued, one run at a time
+  until ENGINE_NOW=$1 engine worker --once --id story | grep -q "^no queued run"; do :; done
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The start of the history the examples of docs/cli.md#engine-schedule read
-# (var/engine.db): the example configuration, and serve from 11:59:57 for a few seconds on
+# (var/engine.db): the example configuration, and serve from 11:59:57 on
 # 2026-11-30 (the 12:00 slots fire), its clock placed by ENGINE_NOW. Run from the
 # checkout (or an instance directory); schedule-operator.sh and then
 # schedule-story.sh go on from here.
@@ -11,16 +11,9 @@ export ENGINE_DB=var/engine.db
 mkdir -p var
 port=$(free_port)
 
-serve_for() {  # serve_for START SECONDS: serve (planning only) with the clock at START,
-  # SECONDS once it answers; then one worker runs what it queued, so the history does
-  # not depend on how far a worker got before the stop
-  ENGINE_NOW=$1 engine serve --no-worker --port "$port" >>var/story.log 2>&1 &
-  local pid=$!
-  wait_ready "$port"
-  sleep "$2"
-  kill -TERM "$pid"
-  wait "$pid"
-  until ENGINE_NOW=$1 engine worker --once --id story | grep -q "^no queued run"; do :; done
-}
-
-serve_for 2026-11-30T11:59:57Z 4
+# Serve until the 12:00 slots of the enabled loops are fired and planned; then one worker
+# runs what it queued, so the history does not depend on how far a worker got.
+serve_until 2026-11-30T11:59:57Z clock:reaper:2026-11-30T12:00:00Z \
+  clock:merge-bj29:2026-11-30T12:00:00Z clock:merge-legalease:2026-11-30T12:00:00Z \
+  clock:merge-wm-home:2026-11-30T12:00:00Z clock:work-bj29:2026-11-30T12:00:00Z
+drain 2026-11-30T11:59:57Z

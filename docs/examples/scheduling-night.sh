@@ -9,16 +9,12 @@ export ENGINE_DB=var/engine.db
 mkdir -p var
 port=$(free_port)
 
-serve_for() {  # serve_for START SECONDS: serve with the clock at START, SECONDS once it answers
-  ENGINE_NOW=$1 engine serve --no-worker --port "$port" >>var/story.log 2>&1 &
-  local pid=$!
-  wait_ready "$port"
-  sleep "$2"
-  kill -TERM "$pid"
-  wait "$pid"
-}
-
-serve_for 2026-11-30T23:59:58Z 3
-serve_for 2026-12-01T00:59:58Z 3
-serve_for 2026-12-01T03:59:58Z 3
+# Serve until each hour's slots are fired and planned: midnight, 01:00, then at 04:00
+# the newest missed slot of hourly and nightly (catch_up none) and every missed slot of
+# piled (catch_up all).
+serve_until 2026-11-30T23:59:58Z clock:hourly:2026-12-01T00:00:00Z clock:piled:2026-12-01T00:00:00Z
+serve_until 2026-12-01T00:59:58Z clock:hourly:2026-12-01T01:00:00Z clock:piled:2026-12-01T01:00:00Z
+serve_until 2026-12-01T03:59:58Z clock:hourly:2026-12-01T04:00:00Z clock:piled:2026-12-01T04:00:00Z \
+  clock:hourly:2026-12-01T03:00:00Z clock:nightly:2026-12-01T03:00:00Z \
+  clock:piled:2026-12-01T02:00:00Z clock:piled:2026-12-01T03:00:00Z
 ENGINE_NOW=2026-12-01T04:00:10Z engine schedule pause nightly --as alice --note "quiet night" >/dev/null
