@@ -177,7 +177,7 @@ class LoopCompiler(CompilerBase):
 
     def _shadow_default(self, loops: Mapping[str, Loop]) -> dict[str, Loop]:
         """Shadow mode (docs/occurrences.md#shadow-mode): a loop whose routed definition is mutating
-        runs in shadow unless its rule file says `shadow off` (an overlay loop cannot, so it stays
+        runs in shadow unless its rule file says `shadow false` (an overlay loop cannot, so it stays
         in shadow)."""
         out: dict[str, Loop] = {}
         for name, loop in loops.items():

@@ -48,6 +48,9 @@ class OverlayEntry(BaseModel):
     catch_up: Literal["none", "last", "all"] | None = None
     catch_up_cap: int | None = Field(default=None, ge=1)
     max_lateness: str | None = None
+    # One overlap setting, as in a rule file (docs/rules.md#overlap). `singleton` is its
+    # old spelling: it loads for one release with a W0901 warning (engine.core.overlay).
+    overlap: Literal["skip", "buffer_one", "allow"] | None = None
     singleton: bool | None = None
     approval: Literal["watched", "auto"] | None = None
     # Read only to refuse it with a precise reason: shadow mode, like auto approval, is

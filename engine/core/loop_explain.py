@@ -248,7 +248,9 @@ class _Explainer:
         words = [overlap_words(loop)]
         if rewrite is not None and rewrite.note:
             words.append(rewrite.note)
-        return Row("overlap", value, self.written("overlap", "singleton"), "; ".join(words))
+        return Row(
+            "overlap", value, self.written("overlap", "overlap", "singleton"), "; ".join(words)
+        )
 
     def approval(self) -> Iterator[Row]:
         loop = self.loop

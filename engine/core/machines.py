@@ -245,7 +245,7 @@ RUN_MACHINE = Machine("run", MachineKind.RUN, tuple(R), frozenset(RUN_TERMINAL),
 
 def loop_profile(rules: RuleSet, loop: Loop) -> Profile:
     """A loop's ticks: its own approval and singleton flag, and its compiled shadow (on
-    for a loop of mutating work that does not say `shadow off`, docs/rules.md)."""
+    for a loop of mutating work that does not say `shadow false`, docs/rules.md)."""
     return Profile(
         loop.approval, loop.singleton, rules.is_human_only(loop.event_type), loop.policy.shadow
     )

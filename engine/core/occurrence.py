@@ -168,12 +168,12 @@ def gate(
         wall_left = snap.budget.get("daily_wall_clock_left")
         need = reservation(loop, definition)["wall_clock_seconds"]
         if left is not None and left < 1:
-            return Gate(NoopReason.BUDGET_EXHAUSTED, Tr.EXHAUST_BUDGET, "daily-runs budget used up")
+            return Gate(NoopReason.BUDGET_EXHAUSTED, Tr.EXHAUST_BUDGET, "daily_runs budget used up")
         if wall_left is not None and wall_left < need:
             return Gate(
                 NoopReason.BUDGET_EXHAUSTED,
                 Tr.EXHAUST_BUDGET,
-                f"daily-wall-clock budget: {wall_left}s left, a run may take {need}s",
+                f"daily_wall_clock budget: {wall_left}s left, a run may take {need}s",
             )
     return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
+from dsl import spelling
 from dsl.diagnostics import Collector, Span, did_you_mean
 from engine.core.config import OVERLAY_MUTABLE, OverlayEntry
 from engine.core.durations import DurationError, parse_duration
@@ -20,6 +21,7 @@ from engine.core.ruleset import (
     Approval,
     CatchUp,
     Loop,
+    OnActive,
     Source,
     Trigger,
     TriggerKind,
@@ -123,7 +125,7 @@ def _unreviewed_grant(
             f"overlay loop '{name}' cannot set shadow mode",
             _at(located, "shadow"),
             "shadow mode follows the rules: a loop of mutating work runs in shadow until a "
-            "reviewed rule file under loops/ says `shadow off`",
+            "reviewed rule file under loops/ says `shadow false`",
         )
         tried = True
     return tried
@@ -160,6 +162,9 @@ def _new_loop(
     if entry.catch_up_cap is not None and entry.catch_up != "all":
         c.error("E0804", "catch_up_cap applies to catch_up: all only", _at(located, "catch_up_cap"))
         return None
+    overlap = _overlap(name, entry, located, c)
+    if overlap is None:
+        return None
     return Loop(
         name=name,
         trigger=trigger,
@@ -168,7 +173,8 @@ def _new_loop(
         catch_up=CatchUp(entry.catch_up or "none"),
         catch_up_cap=default_cap(CatchUp(entry.catch_up or "none"), entry.catch_up_cap),
         max_lateness_seconds=lateness,
-        singleton=True if entry.singleton is None else entry.singleton,
+        singleton=overlap.singleton,
+        on_active=OnActive(overlap.on_active),
         approval=Approval.WATCHED,  # never auto: see _unreviewed_grant
         enabled=bool(entry.enabled),
         description=entry.description or "",
@@ -176,6 +182,32 @@ def _new_loop(
         origin=located.span,
         overlay_origin=located.span,
     )
+
+
+def _overlap(
+    name: str, entry: OverlayEntry, located: Located[tuple[str, OverlayEntry]], c: Collector
+) -> spelling.OverlapMeaning | None:
+    """A new loop's `overlap: skip|buffer_one|allow` (default skip), as a rule file's
+    `overlap` line means it (docs/rules.md#overlap); an overlay loop sets no budget, so no
+    `max N`. The old `singleton: true|false` still loads, with a W0901 warning."""
+    value = spelling.Overlap(entry.overlap or "skip")
+    if entry.singleton is not None:
+        if entry.overlap is not None:
+            c.error(
+                "E0102",
+                f"the old 'singleton' of overlay loop '{name}' conflicts with its 'overlap'",
+                _at(located, "singleton"),
+                "overlap replaces singleton: keep only the overlap line",
+            )
+            return None
+        value = spelling.Overlap.SKIP if entry.singleton else spelling.Overlap.ALLOW
+        c.warn(
+            spelling.OLD_SPELLING,
+            f"old spelling 'singleton: {str(entry.singleton).lower()}'",
+            _at(located, "singleton"),
+            f"write: overlap: {value} (engine fmt rewrites rule files, not this file)",
+        )
+    return spelling.meaning(value)
 
 
 def _trigger(

@@ -170,7 +170,7 @@ class Policy:
     max_occurrences: int | None = None  # `stop-when occurrence_count=N`
     # Shadow mode (docs/occurrences.md#shadow-mode): records what would run, runs nothing. The
     # compiler turns it on for a loop whose routed definition is mutating unless the loop says
-    # `shadow off`; `shadow_declared` keeps whether the rule file wrote `shadow`.
+    # `shadow false`; `shadow_declared` keeps whether the rule file wrote `shadow`.
     shadow: bool = False
     shadow_declared: bool = False
 

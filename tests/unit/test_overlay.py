@@ -5,13 +5,14 @@ new overlay loop looks like."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from dsl.diagnostics import RulesError, Span
 from engine.core.config import OVERLAY_MUTABLE
-from engine.core.ruleset import Approval, CatchUp, RuleSet, Source, TriggerKind
+from engine.core.ruleset import Approval, CatchUp, OnActive, RuleSet, Source, TriggerKind
 from engine.loading import Paths, load_rules
 
 CASE = Path(__file__).resolve().parents[1] / "data" / "rules" / "valid" / "overlay"
@@ -72,6 +73,74 @@ def test_new_complete_overlay_loop(rules: RuleSet) -> None:
     assert (nightly.singleton, nightly.approval, nightly.enabled) == (False, Approval.WATCHED, True)
     assert nightly.description == "nightly sweep"
     assert nightly.event_type == "clock.tick.reaper"
+    assert rules.warnings == ()
+
+
+def overlay_loop(tmp_path: Path, lines: str) -> Paths:
+    """The golden tree whose schedule.yaml holds one new manual loop with `lines` added."""
+    entry = "".join(f"    {line}\n" for line in lines.splitlines())
+    return with_schedule(
+        tmp_path, f"schedules:\n  extra:\n    emit: clock.tick.reaper\n    manual: true\n{entry}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "singleton", "on_active"),
+    [
+        ("", True, OnActive.RETURN),  # the default is overlap: skip
+        ("overlap: skip", True, OnActive.RETURN),
+        ("overlap: buffer_one", True, OnActive.COALESCE),
+        ("overlap: allow", False, OnActive.RETURN),
+    ],
+)
+def test_an_overlay_loops_overlap_means_what_a_rule_files_does(
+    tmp_path: Path, line: str, singleton: bool, on_active: OnActive
+) -> None:
+    """`overlap: skip|buffer_one|allow` sets the run and the occurrence level as the
+    rule-file line `overlap VALUE` does (docs/rules.md#overlap), with no warning."""
+    rules = load_rules(overlay_loop(tmp_path, line))
+    extra = rules.loops["extra"]
+    assert (extra.singleton, extra.on_active) == (singleton, on_active)
+    assert extra.policy.budget.active_occurrences is None
+    assert rules.warnings == ()
+
+
+@pytest.mark.parametrize(("old", "new"), [(True, "skip"), (False, "allow")])
+def test_the_old_singleton_key_loads_with_a_warning_and_its_overlap(
+    tmp_path: Path, old: bool, new: str
+) -> None:
+    """`singleton: true|false` loads for one release with its old meaning and one W0901
+    at the key, whose hint is the overlap line that means the same."""
+    rules = load_rules(overlay_loop(tmp_path, f"singleton: {str(old).lower()}"))
+    same = load_rules(overlay_loop(tmp_path / "new", f"overlap: {new}"))
+    old_loop = rules.loops["extra"]
+    assert old_loop == replace(
+        same.loops["extra"], origin=old_loop.origin, overlay_origin=old_loop.overlay_origin
+    )
+    (w,) = rules.warnings
+    assert (w.code, w.severity, w.span.line, w.span.column) == ("W0901", "warning", 5, 5)
+    assert w.message == f"old spelling 'singleton: {str(old).lower()}'"
+    assert w.hint is not None and w.hint.startswith(f"write: overlap: {new} ")
+
+
+def test_singleton_beside_overlap_is_refused(tmp_path: Path) -> None:
+    """The old and the new key together is E0102 at the old one: the loader will not
+    guess which is meant."""
+    with pytest.raises(RulesError) as caught:
+        load_rules(overlay_loop(tmp_path, "overlap: allow\nsingleton: true"))
+    (d,) = caught.value.diagnostics
+    assert (d.code, d.span.line) == ("E0102", 6)
+    assert "keep only the overlap line" in (d.hint or "")
+
+
+@pytest.mark.parametrize("value", ["allow max 2", "sometimes", "true"])
+def test_an_overlap_no_overlay_loop_can_have_is_refused(tmp_path: Path, value: str) -> None:
+    """An overlay loop sets no budget, so `max N` needs a rule file; any other value is a
+    typed error at the key."""
+    with pytest.raises(RulesError) as caught:
+        load_rules(overlay_loop(tmp_path, f"overlap: {value}"))
+    (d,) = caught.value.diagnostics
+    assert (d.code, d.span.line) == ("E0802", 5)
 
 
 def test_new_overlay_loop_defaults_are_the_safe_ones(tmp_path: Path) -> None:
@@ -116,6 +185,7 @@ def test_missing_or_empty_schedule_file_is_no_overlay(tmp_path: Path, schedule: 
         ("emit: factory.work.requested", "emit"),
         ("catch_up: all", "catch_up"),
         ("singleton: false", "singleton"),
+        ("overlap: allow", "overlap"),
         ("manual: true", "manual"),
         ("description: x", "description"),
     ],
