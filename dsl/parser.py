@@ -23,7 +23,7 @@ from lark.indenter import DedentError, Indenter
 
 from dsl import expr as ex
 from dsl import model as m
-from dsl.diagnostics import Collector, RulesError, Span
+from dsl.diagnostics import Collector, RulesError, Span, did_you_mean
 
 
 class _RulesIndenter(Indenter):
@@ -136,10 +136,25 @@ def _syntax_diagnostic(err: UnexpectedInput, path: str, text: str) -> tuple[Span
             )
         invisible = token.type in ("_NL", "_DEDENT")  # no text of their own to quote
         shown = _TOKEN_NAMES[token.type] if invisible else repr(str(token).strip())
-        return span, f"unexpected {shown}", _describe_hint(err.expected)
+        close = None if invisible else did_you_mean(str(token), _keywords(err.expected))
+        return span, f"unexpected {shown}", close or _describe_hint(err.expected)
     if isinstance(err, UnexpectedEOF):
         return span, "unexpected end of file", _describe_hint(set(err.expected))
     return span, "syntax error", None  # pragma: no cover
+
+
+def _keywords(expected: Any) -> list[str]:
+    """The keywords among the expected terminals (`loop`, `route`, ...): a misspelt one
+    gets a did-you-mean (`lop a`)."""
+    words = []
+    for name in expected or ():
+        try:
+            pattern = _lark().get_terminal(str(name)).pattern
+        except KeyError:
+            continue
+        if pattern.type == "str" and pattern.value.isalpha():
+            words.append(pattern.value)
+    return sorted(words)
 
 
 def _describe_hint(expected: Any) -> str | None:

@@ -6,10 +6,13 @@ an error, drops the line it is on (and the block indented under it), and goes on
 the next line, so a file's syntax errors are all reported, each once, at its line and
 column. What this second parse builds is never used: only its diagnostics.
 
-Common mistakes get their own message and hint from one table, `MISTAKES`. Most are
-recognised by the parser state and the token at the error, learnt by parsing each
-mistake's examples (`keyed_mistakes`); the rest (a bracket or string not closed, a line
-indented under a line that opens no block) are recognised where the lexer sees them."""
+Common mistakes get their own message and hint from one table, `MISTAKES`. A line
+whose first word is a loop setting or a block's line (dsl.spelling's vocabulary) where
+the parser takes none is a setting outside a loop or a line outside its block, whatever
+the parser state; a bracket or string not closed and a line indented under a line that
+opens no block are recognised where the lexer sees them; the rest are recognised by the
+parser state and the token at the error, learnt by parsing each mistake's examples
+(`keyed_mistakes`)."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from dsl import expr as ex
 from dsl import parser as p
+from dsl import spelling
 from dsl.diagnostics import Diagnostic, Sources, Span
 
 MAX_ERRORS = 50  # syntax errors reported per file; one more line says the rest were cut
@@ -53,7 +57,13 @@ MISTAKES: tuple[Mistake, ...] = (
             ("# nightly\nevery 1h\n", 2),
             ("loop a\n  manual\n  emit a.b\n\napproval watched\n", 5),
             ('route a.b to c@1\ndescription "x"\n', 2),
+            ("loop a\n  manual\n  emit a.b\n\ncatch_up none\n", 5),
+            ("loop a\n  manual\n  emit a.b\nshadow true\n", 4),
+            ("on a@1 outcome X\n  emit a.b\n  every 1h\n", 3),
+            ("webhook github push\n  overlap skip\n", 2),
+            ("loop a\n  manual\n  emit a.b\n\nsingleton\n", 5),
         ),
+        keyed=False,
     ),
     Mistake(
         "block line outside its block",
@@ -65,7 +75,10 @@ MISTAKES: tuple[Mistake, ...] = (
             ("# c\nemit a.b\n", 2),
             ("on a@1 outcome X\nstop\n", 2),
             ("webhook github push\n  let x = 1\nlet y = 2\n", 3),
+            ("loop a\n  manual\n  emit a.b\n\nemit c.d\n", 5),
+            ("route a.b to c@1\ntriage\n  ignore\n", 2),
         ),
+        keyed=False,
     ),
     Mistake(
         "indented under a line that opens no block",
@@ -160,6 +173,11 @@ def _width(indent: str) -> int:
 
 def _line_start(text: str, pos: int) -> int:
     return text.rfind("\n", 0, pos) + 1
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
 
 
 def _indent_at(text: str, pos: int) -> int:
@@ -466,6 +484,9 @@ class _Run:
         elif isinstance(err, UnexpectedCharacters) and _found(err, self.text) == '"':
             mistake = MISTAKE["string not closed"]
             message, hint = mistake.message, mistake.hint
+        elif (misplaced := self._misplaced(err, position)) is not None:
+            mistake, word, column = misplaced
+            message, hint = mistake.message.format(found=word), mistake.hint
         else:
             known = keyed_mistakes().get((position, token_type))
             if known is not None:
@@ -480,6 +501,37 @@ class _Run:
             self.cut = True
             return
         self.problems.append(_Problem("E0001", message, line, column, hint))
+
+    def _misplaced(self, err: UnexpectedInput, position: int) -> tuple[Mistake, str, int] | None:
+        """A line whose first word is a loop setting (a block line) where the grammar takes
+        none: a setting outside a loop (a block line outside its block), whatever the
+        parser state: after any declaration, at the start, or in a chain or webhook
+        block. The parser refused the word itself, so it cannot go where it stands. With
+        the word (an old kebab-case one is refused at its `-`) and its column."""
+        token = getattr(err, "token", None)
+        pos = token.start_pos if isinstance(token, Token) else getattr(err, "pos_in_stream", None)
+        if pos is None:
+            return None
+        start = _line_start(self.text, pos)
+        indent = len(self.text[start:]) - len(self.text[start:].lstrip(" \t"))
+        first = _FIRST_WORD.match(self.text, start + indent)
+        if first is None:
+            return None
+        word, column = first.group(), indent + 1
+        # A chain's `on` takes the start of `on_event` (or `on-active`) at the top level,
+        # so the parser refuses a later word of that line, where a chain wants `outcome`.
+        split = (
+            word.startswith(("on_", "on-"))
+            and pos < _line_end(self.text, start)
+            and "OUTCOME" in self._expected(position)
+        )
+        if not (first.start() <= pos < first.end() or split):
+            return None  # the error is not in the line's first word
+        if word in spelling.LOOP_SETTING_WORDS:
+            return MISTAKE["setting outside a loop"], word, column
+        if word in spelling.BLOCK_LINES:
+            return MISTAKE["block line outside its block"], word, column
+        return None
 
     def _mismatched(self, err: UnexpectedInput) -> Token | None:
         """The bracket a wrong closing bracket leaves open (`[1, 2 }`), if any."""

@@ -14,6 +14,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+# ---- the words a block takes ---------------------------------------------------------------
+
+# The settings a loop block takes, one a line, in the one spelling (docs/rules.md#loops);
+# engine.core.loopsettings gives each its meaning (a test holds the two to one list).
+LOOP_SETTINGS = frozenset(
+    {
+        *("every", "cron", "at", "manual", "host_clock", "after", "watch", "on_event"),
+        *("catch_up", "max_lateness", "overlap", "approval", "enabled", "description"),
+        *("budget", "backoff", "circuit_breaker", "stop_when", "shadow"),
+    }
+)
+
+# The lines that belong to a block other than a loop's settings: an emit (loops, chains,
+# webhook tables), a chain's stop, a webhook table's let, ignore and reject, a loop's
+# triage table.
+BLOCK_LINES = frozenset({"emit", "stop", "let", "ignore", "reject", "triage"})
+
 # ---- keys --------------------------------------------------------------------------------
 
 # A loop setting or top-level keyword whose old spelling was kebab-case.
@@ -112,13 +129,26 @@ def overlap_of(singleton: bool, on_active: str, active: int | None) -> Rewrite |
 # The old settings that the one overlap setting replaced.
 OLD_OVERLAP_KEYS = ("singleton", "overlapping", "on-active")
 
+# Every word that starts a loop setting, in the one spelling or an old one.
+LOOP_SETTING_WORDS = frozenset(
+    {
+        *LOOP_SETTINGS,
+        *(old for old, new in RENAMED_KEYS.items() if new in LOOP_SETTINGS),
+        *OLD_FLAGS,
+        *OLD_OVERLAP_KEYS,
+    }
+)
+
 # ---- the warning ---------------------------------------------------------------------------
 
 OLD_SPELLING = "W0901"
 FIX_IT = "engine fmt --write rewrites it"
 
 __all__ = [
+    "BLOCK_LINES",
     "FIX_IT",
+    "LOOP_SETTINGS",
+    "LOOP_SETTING_WORDS",
     "OLD_FLAGS",
     "OLD_OVERLAP_KEYS",
     "OLD_SHADOW",

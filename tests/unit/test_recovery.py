@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsl import expr as ex
+from dsl import spelling
 from dsl.diagnostics import Diagnostic, RulesError, Sources
 from dsl.parser import parse
 from dsl.recovery import MAX_ERRORS, MISTAKES, Mistake, _logical_line_end, diagnose
@@ -160,6 +161,12 @@ BAD_LINES = [
     ("emit a.b { repo: 1", "next"),
     ('description "nightly', "next"),
 ]
+# The label each bad line gets wherever it goes (a `"next"` line may land in a block that
+# does not take it, such as an emit in a triage table, so only the "top" ones are fixed).
+LABEL_AT_TOP = {
+    "every 1h": "setting outside a loop",
+    "route a.b c@1": "route without to",
+}
 
 
 def boundaries(text: str) -> list[int]:
@@ -230,3 +237,46 @@ def test_one_bad_line_in_a_valid_file_is_one_diagnostic_on_that_line(
     line = text[:at].count("\n") + 1
     diags = diagnostics(broken)
     assert [d.span.line for d in diags] == [line], [d.render() for d in diags]
+    if content in LABEL_AT_TOP:
+        assert (diags[0].message, diags[0].hint) == labelled(LABEL_AT_TOP[content], content)
+
+
+def labelled(name: str, line: str) -> tuple[str, str]:
+    """The message and hint of mistake `name` at `line`, whose first word is what it quotes."""
+    mistake = next(m for m in MISTAKES if m.name == name)
+    return mistake.message.format(found=line.split()[0]), mistake.hint
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    path=st.sampled_from(VALID),
+    word=st.sampled_from(sorted(spelling.LOOP_SETTING_WORDS | spelling.BLOCK_LINES)),
+)
+def test_a_loop_setting_or_block_line_at_the_top_level_is_named_so_anywhere(
+    data: st.DataObject, path: Path, word: str
+) -> None:
+    """A line starting with a loop setting (any spelling) or a block's line, put at the top
+    level anywhere in a valid file, is one diagnostic on it with its own label: a
+    setting outside a loop, or a line outside its block (never a misspelt keyword's)."""
+    text = path.read_text(encoding="utf-8")
+    if not text.endswith("\n"):
+        text += "\n"
+    at = data.draw(st.sampled_from(boundaries(text)))
+    bad = f"{word} x"
+    line = text[:at].count("\n") + 1
+    diags = diagnostics(text[:at] + bad + "\n" + text[at:])
+    assert [d.span.line for d in diags] == [line], [d.render() for d in diags]
+    name = "block line outside its block" if word in spelling.BLOCK_LINES else None
+    assert (diags[0].message, diags[0].hint) == labelled(name or "setting outside a loop", bad)
+
+
+@pytest.mark.parametrize(
+    ("line", "hint"),
+    [("lop a", "did you mean 'loop'?"), ("rout a.b to c@1", "did you mean 'route'?")],
+)
+def test_a_misspelt_declaration_keyword_is_not_called_a_setting(line: str, hint: str) -> None:
+    """A top-level word that is no setting (a misspelt `loop`) is an unexpected word with
+    the keyword it is closest to, not "a setting outside a loop"."""
+    (d,) = diagnostics(f"loop b\n  manual\n  emit a.b\n\n{line}\n")
+    assert (d.span.line, d.message, d.hint) == (5, f"unexpected '{line.split()[0]}'", hint)

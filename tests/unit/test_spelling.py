@@ -20,6 +20,7 @@ from dsl import spelling
 from dsl.diagnostics import RulesError, Span
 from dsl.model import Old
 from dsl.parser import parse
+from engine.core import loopsettings
 from engine.core.decide import Facts, decide
 from engine.core.effects import Decide, Signal
 from engine.core.envelope import iso
@@ -399,3 +400,12 @@ def test_loop_defaults_are_overlap_skip(tmp_path: Path) -> None:
     skip = load(tmp_path / "b", HEAD + "  overlap skip\n").loops["x"]
     assert unspanned(default) == unspanned(skip)
     assert isinstance(default, Loop) and (default.singleton, max_active(default)) == (True, 1)
+
+
+def test_the_vocabulary_of_loop_settings_is_the_compilers() -> None:
+    """dsl.spelling's list of loop settings (what the recovering parser calls "a setting
+    outside a loop") is exactly what the compiler gives a meaning, old spellings included."""
+    assert set(loopsettings.HANDLERS) | {"on_event"} == spelling.LOOP_SETTINGS
+    old = set(loopsettings.OLD_HANDLERS) | {"on-event"}
+    old |= {k for k, v in spelling.RENAMED_KEYS.items() if v in loopsettings.HANDLERS}
+    assert spelling.LOOP_SETTINGS | old == spelling.LOOP_SETTING_WORDS
