@@ -142,7 +142,7 @@ def bad_lock_timeout(s: Setup) -> None:
 
 
 def rules_not_utf8(s: Setup) -> None:
-    (s.loops / "latin1.rules").write_bytes(b"# caf\xe9\nhuman-only api.work.requested\n")
+    (s.loops / "latin1.rules").write_bytes(b"# caf\xe9\nhuman_only api.work.requested\n")
 
 
 def rules_directory(s: Setup) -> None:

@@ -703,7 +703,7 @@ def test_nothing_at_run_time_widens_a_loops_policy(world: Any) -> None:
     overlay = w.paths.config / "schedule.yaml"
     overlay.write_text(
         overlay.read_text().replace(
-            '  budgeted: {"enabled": true}', "  budgeted: {enabled: true, budget: {daily-runs: 99}}"
+            '  budgeted: {"enabled": true}', "  budgeted: {enabled: true, budget: {daily_runs: 99}}"
         )
     )
     from dsl.diagnostics import RulesError

@@ -100,7 +100,7 @@ loop l
   # a comment inside the block
   approval watched \\
     # carried on by the backslash
-  enabled
+  enabled true
 # the next loop's comment
 loop m
   manual

@@ -171,7 +171,7 @@ def test_budget_defaults_and_max_active(rules: RuleSet) -> None:
 
 
 def test_declared_active_occurrences_win_over_the_default(tmp_path: Path) -> None:
-    text = LOOP + "  overlapping\n  budget active-occurrences 3 retries-per-occurrence 0\n"
+    text = LOOP + "  overlap allow max 3\n  budget retries_per_occurrence 0\n"
     loop = load_rules(write_tree(tmp_path, text)).loops["r"]
     assert max_active(loop) == 3 and loop.policy.budget.retries_per_occurrence == 0
 
@@ -180,16 +180,16 @@ def test_declared_active_occurrences_win_over_the_default(tmp_path: Path) -> Non
 
 
 def test_shadow_default_follows_the_routed_definition(rules: RuleSet) -> None:
-    """Mutating and silent: shadow. `shadow off` keeps it off; read-only stays off."""
+    """Mutating and silent: shadow. `shadow false` keeps it off; read-only stays off."""
     shadow = {
         name: (loop.policy.shadow, loop.policy.shadow_declared)
         for name, loop in rules.loops.items()
     }
     assert shadow == {
-        "repair": (False, True),  # mutating, `shadow off`
+        "repair": (False, True),  # mutating, `shadow false`
         "quiet": (True, False),  # mutating, silent: the default
         "check": (False, False),  # read-only, silent
-        "check-shadow": (True, True),  # read-only, `shadow on`
+        "check-shadow": (True, True),  # read-only, `shadow true`
     }
 
 
@@ -198,14 +198,14 @@ def test_an_overlay_loop_of_mutating_work_runs_in_shadow(tmp_path: Path) -> None
         "schedules:\n  extra:\n    emit: factory.work.requested\n    every: 1h\n"
         "    payload: {repo: alpha}\n  r:\n    enabled: true\n"
     )
-    rules = load_rules(write_tree(tmp_path, LOOP + "  shadow off\n", schedule=schedule))
+    rules = load_rules(write_tree(tmp_path, LOOP + "  shadow false\n", schedule=schedule))
     extra, kernel = rules.loops["extra"], rules.loops["r"]
     assert extra.source is Source.OVERLAY and extra.policy.shadow is True
     assert kernel.enabled and kernel.policy.shadow is False
 
 
 def test_shipped_kernel_loops_that_act_say_shadow_off(tmp_path: Path) -> None:
-    """The reaper, the triage/reaper bridge loops and merge-<repo> say `shadow off`;
+    """The reaper, the triage/reaper bridge loops and merge-<repo> say `shadow false`;
     the mutating work-<repo> and factory-dispatch run in shadow until graduated."""
     config = tmp_path / "config"
     config.mkdir()

@@ -25,7 +25,7 @@ BAD_RULES = """\
 loop reaper
   every 60m
   emit clock.tik.reaper
-  disabled
+  enabled false
 """
 
 

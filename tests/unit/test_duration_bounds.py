@@ -64,13 +64,13 @@ def test_any_accepted_duration_fits_every_slot_and_lateness_sum(every: int, at: 
 
 
 def test_every_duration_setting_of_a_rule_file_is_a_located_error(tmp_path: Path) -> None:
-    """every, host-clock, max-lateness, budget durations and backoff each point at the
+    """every, host_clock, max_lateness, budget durations and backoff each point at the
     huge value's own line and column."""
     rules = (
         f"loop a\n  every {HUGE}\n  emit clock.tick.reaper\n\n"
-        f"loop b\n  host-clock {HUGE}\n  emit clock.tick.reaper\n\n"
-        f"loop c\n  every 1h\n  emit clock.tick.reaper\n  max-lateness {HUGE}\n"
-        f"  budget daily-runs 5 wall-clock {HUGE}\n"
+        f"loop b\n  host_clock {HUGE}\n  emit clock.tick.reaper\n\n"
+        f"loop c\n  every 1h\n  emit clock.tick.reaper\n  max_lateness {HUGE}\n"
+        f"  budget daily_runs 5 wall_clock {HUGE}\n"
         f"  backoff base 1m max {HUGE}\n"
     )
     assert located(tree(tmp_path, rules)) == [

@@ -111,6 +111,24 @@ loop r
   shadow on
 """
 
+# WRITTEN in the one spelling.
+WRITTEN_NOW = """\
+loop r
+  description "every setting written"
+  every 60m
+  emit clock.tick.reaper { repo: "alpha" }
+  catch_up all cap 6
+  max_lateness 12h
+  overlap buffer_one
+  approval auto
+  enabled true
+  budget retries_per_occurrence 0 daily_runs 4 wall_clock 30m
+  backoff base 30s max 10m
+  circuit_breaker 3
+  stop_when user_paused end_date=2026-12-31 occurrence_count=10
+  shadow true
+"""
+
 
 def test_each_written_setting_names_its_rule_line_under_its_new_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -173,10 +191,7 @@ def test_the_old_overlap_settings_show_as_the_one_overlap_value(
 def test_allow_max_says_what_a_trigger_beyond_the_limit_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loop = (
-        "loop r\n  every 60m\n  emit clock.tick.reaper\n  overlapping\n"
-        "  budget active-occurrences 3\n"
-    )
+    loop = "loop r\n  every 60m\n  emit clock.tick.reaper\n  overlap allow max 3\n"
     note = rows_by_setting(compiled(tmp_path, monkeypatch, loop), "r")["overlap"].note
     assert note == (
         "runs overlap; 3 active occurrences per repo "
@@ -191,7 +206,7 @@ def test_shadow_follows_a_mutating_definition_unless_the_rule_says(
         tmp_path,
         monkeypatch,
         "loop w\n  every 1h\n  emit factory.work.requested\n\n"
-        "loop g\n  every 1h\n  emit factory.work.requested\n  shadow off\n",
+        "loop g\n  every 1h\n  emit factory.work.requested\n  shadow false\n",
     )
     w = rows_by_setting(rules, "w")["shadow"]
     assert (w.value, w.source) == ("true", "default")
@@ -217,9 +232,7 @@ def test_a_human_only_event_type_decides_the_approval_whatever_the_loop_says(
 def test_a_human_only_definition_line_is_the_source_of_the_approval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rules = (
-        "human-only definition dispatch@1\n\nloop w\n  every 1h\n  emit factory.work.requested\n"
-    )
+    rules = "human_only dispatch@1\n\nloop w\n  every 1h\n  emit factory.work.requested\n"
     applied = rows_by_setting(compiled(tmp_path, monkeypatch, rules), "w")["approval applied"]
     assert (applied.value, applied.source) == ("human_only", "loops/t.rules:1")
     assert (applied.note or "").startswith("definition dispatch@1 is human-only")
@@ -242,7 +255,7 @@ schedules:
 def test_overlay_lines_are_the_source_of_what_the_overlay_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loop = 'loop r\n  every 60m\n  emit clock.tick.reaper { repo: "alpha" }\n  disabled\n'
+    loop = 'loop r\n  every 60m\n  emit clock.tick.reaper { repo: "alpha" }\n  enabled false\n'
     rules = compiled(tmp_path, monkeypatch, loop, schedule=SCHEDULE)
     rows = rows_by_setting(rules, "r")
     assert (rows["enabled"].value, rows["enabled"].source) == ("true", "config/schedule.yaml:3")
@@ -288,7 +301,7 @@ def test_a_for_block_loop_is_named_by_its_expansion_and_sourced_by_the_template(
         tmp_path,
         monkeypatch,
         "for repo in repos\n  loop work-{repo.name}\n    every 30m\n"
-        "    emit factory.work.requested { repo: repo.name }\n    catch-up last\n",
+        "    emit factory.work.requested { repo: repo.name }\n    catch_up last\n",
         repos=TWO_REPOS,
     )
     alpha, beta = rows_by_setting(rules, "work-alpha"), rows_by_setting(rules, "work-beta")
@@ -365,7 +378,7 @@ def test_places_change_neither_equality_nor_the_digest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The provenance rides beside the meaning: a rule set without it is equal."""
-    rules = compiled(tmp_path, monkeypatch, WRITTEN)
+    rules = compiled(tmp_path, monkeypatch, WRITTEN_NOW)
     assert rules.places.loops["r"].settings  # recorded
     bare = replace(rules, places=Places())
     assert bare == rules

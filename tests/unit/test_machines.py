@@ -64,10 +64,10 @@ AUTO_LOOP = """\
 loop scan-auto
   every 30m
   emit factory.merge.requested { repo: "x" }
-  overlapping
+  overlap allow
   approval auto
-  shadow on
-  enabled
+  shadow true
+  enabled true
 """
 
 
@@ -396,7 +396,7 @@ def test_shipped_human_only_event_type(shipped: RuleSet) -> None:
 
 
 def test_auto_loop_profile_from_rules(with_auto_loop: RuleSet) -> None:
-    """An `approval auto`, `overlapping`, `shadow on` loop gets exactly that profile, and
+    """An `approval auto`, `overlap allow`, `shadow true` loop gets exactly that profile, and
     its ticks are planned on the shadow table."""
     loop = with_auto_loop.loops["scan-auto"]
     profile = loop_profile(with_auto_loop, loop)

@@ -73,9 +73,9 @@ def test_route_with_and_without_approval() -> None:
 
 
 def test_human_only_distinguishes_event_types_and_definitions() -> None:
-    """`human-only TYPE` targets an event type; `human-only definition REF` a definition."""
+    """`human_only TYPE` targets an event type; `human_only DEF@V` a definition."""
     event, definition = parse(
-        "human-only factory.ship.apply.requested\nhuman-only definition ship-apply@1\n", "t.rules"
+        "human_only factory.ship.apply.requested\nhuman_only ship-apply@1\n", "t.rules"
     ).decls
     assert isinstance(event, m.HumanOnlyDecl) and isinstance(definition, m.HumanOnlyDecl)
     assert (event.target_kind, event.target) == ("event", "factory.ship.apply.requested")
@@ -109,7 +109,7 @@ def test_webhook_lines_keep_order_and_guards() -> None:
         '  ignore unhandled_action unless action in ["opened"]\n'
         "  let pr = pull_request\n"
         "  reject draft if pr.draft\n"
-        "  emit a.b subject repo.name { repo: repo.name } if pr.number > 0\n"
+        "  emit a.b subject repo.name if pr.number > 0 { repo: repo.name }\n"
     )
     assert isinstance(decl, m.WebhookDecl)
     assert (decl.source, decl.kind) == ("github", "pull_request")

@@ -247,7 +247,7 @@ def test_overlay_cannot_change_a_repo_loops_approval(tmp_path: Path, loop: str, 
 def test_kernel_auto_needs_the_loop_enabled(tmp_path: Path) -> None:
     """A kernel that declared the merge loop auto but disabled would not load (E0301)."""
     text = shipped_text("repos.rules").replace(
-        "approval auto\n    enabled", "approval auto\n    disabled"
+        "approval auto\n    enabled true", "approval auto\n    enabled false"
     )
     assert "E0301" in codes(tree(tmp_path, repos=text))
 
@@ -336,7 +336,7 @@ loop ship-now
   manual
   emit factory.ship.apply.requested { repo: "alpha", version: "1.0.0" }
   approval auto
-  enabled
+  enabled true
 """
 
 

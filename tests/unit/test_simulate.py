@@ -68,7 +68,7 @@ def h(hours: float) -> datetime:
 def test_every_slot_of_the_window_fires_once_decided_by_its_loops_line(tmp_path: Path) -> None:
     """An awake engine fires each slot of the window once, on time, and the prediction
     names the rule (file:line:col) that decided it and what the run ended in."""
-    paths = tree(tmp_path, loop("quick", "every 1h", "approval auto", "enabled"))
+    paths = tree(tmp_path, loop("quick", "every 1h", "approval auto", "enabled true"))
     doc = run(paths, tmp_path)
     rows = fired(doc, "quick")
     assert [r["slot"] for r in rows] == [iso(h(n)).replace(".000000", "") for n in range(7)]
@@ -86,9 +86,9 @@ def test_a_sleep_is_caught_up_by_each_loops_policy(tmp_path: Path) -> None:
     catch-up says, when the engine wakes."""
     rules = "\n\n".join(
         [
-            loop("quick", "every 1h", "catch-up none", "approval auto", "enabled"),
-            loop("gather", "every 1h", "catch-up all cap 10", "approval auto", "enabled"),
-            loop("newest", "every 1h", "catch-up last", "approval auto", "enabled"),
+            loop("quick", "every 1h", "catch_up none", "approval auto", "enabled true"),
+            loop("gather", "every 1h", "catch_up all cap 10", "approval auto", "enabled true"),
+            loop("newest", "every 1h", "catch_up last", "approval auto", "enabled true"),
         ]
     )
     doc = run(tree(tmp_path, rules), tmp_path, asleep=((h(1.5), h(4.5)),))
@@ -107,7 +107,7 @@ def test_approve_after_answers_each_proposal_that_long_after_as_an_operator(
 ) -> None:
     """`--approve after=DUR`: each proposal is approved DUR after it was made, by a
     named operator, and its run follows; with none they stay open."""
-    paths = tree(tmp_path, loop("gather", "every 1h", "approval watched", "enabled"))
+    paths = tree(tmp_path, loop("gather", "every 1h", "approval watched", "enabled true"))
     doc = run(paths, tmp_path, approve_after=timedelta(minutes=20))
     rows = fired(doc, "gather")
     assert rows and all(r["decision"]["kind"] == "propose" for r in rows)
@@ -134,9 +134,9 @@ def test_failing_runs_trip_the_circuit_breaker_and_later_slots_are_skipped_pause
         "quick",
         "every 1h",
         "approval auto",
-        "budget retries-per-occurrence 0",
-        "circuit-breaker 2",
-        "enabled",
+        "budget retries_per_occurrence 0",
+        "circuit_breaker 2",
+        "enabled true",
     )
     doc = run(tree(tmp_path, rules), tmp_path, runs="fail")
     assert len(fired(doc, "quick")) == 2
@@ -146,9 +146,9 @@ def test_failing_runs_trip_the_circuit_breaker_and_later_slots_are_skipped_pause
 
 
 def test_a_daily_run_budget_is_used_up_and_later_slots_find_it_exhausted(tmp_path: Path) -> None:
-    """The summary's budget use: the busiest day's runs against `daily-runs`, and the
+    """The summary's budget use: the busiest day's runs against `daily_runs`, and the
     slots that found the budget exhausted."""
-    rules = loop("quick", "every 1h", "approval auto", "budget daily-runs 2", "enabled")
+    rules = loop("quick", "every 1h", "approval auto", "budget daily_runs 2", "enabled true")
     doc = run(tree(tmp_path, rules), tmp_path)
     budget = doc["loops"]["quick"]["budget"]
     assert (budget["dailyRuns"], budget["busiestDayRuns"]) == (2, 2)
@@ -158,7 +158,7 @@ def test_a_daily_run_budget_is_used_up_and_later_slots_find_it_exhausted(tmp_pat
 
 def test_the_busiest_day_is_the_day_with_the_most_runs(tmp_path: Path) -> None:
     """Budget use names the day with the most runs, not the latest one."""
-    paths = tree(tmp_path, loop("quick", "every 1h", "approval auto", "enabled"))
+    paths = tree(tmp_path, loop("quick", "every 1h", "approval auto", "enabled true"))
     doc = run(paths, tmp_path, start=h(20), end=h(26))  # 20:00-23:00, then 00:00-02:00
     budget = doc["loops"]["quick"]["budget"]
     assert (budget["busiestDay"], budget["busiestDayRuns"]) == ("2026-12-01", 4)
@@ -169,7 +169,7 @@ def test_an_event_a_run_chained_is_a_row_of_its_own_decided_by_its_route(
 ) -> None:
     """What a run's outcome chains is predicted too: an event row (not a slot) with
     its decision and the route that made it."""
-    rules = loop("quick", "every 1h", "approval auto", "enabled")
+    rules = loop("quick", "every 1h", "approval auto", "enabled true")
     rules += "\n\non look@1 outcome OK\n  emit clock.tick.gather { }\n"
     doc = run(tree(tmp_path, rules), tmp_path, end=h(1))
     chained = [r for r in doc["rows"] if r["outcome"] == "event"]
@@ -190,8 +190,8 @@ def test_a_restart_rebuilds_the_scheduler_from_the_store_and_changes_no_decision
     decides exactly what one process does."""
     rules = "\n\n".join(
         [
-            loop("quick", "every 1h", "approval auto", "enabled"),
-            loop("gather", "every 30m", "approval watched", "enabled"),
+            loop("quick", "every 1h", "approval auto", "enabled true"),
+            loop("gather", "every 30m", "approval watched", "enabled true"),
         ]
     )
     paths = tree(tmp_path, rules)
@@ -205,8 +205,8 @@ def test_only_the_named_loops_run(tmp_path: Path) -> None:
     refused."""
     rules = "\n\n".join(
         [
-            loop("quick", "every 1h", "approval auto", "enabled"),
-            loop("gather", "every 1h", "approval auto", "enabled"),
+            loop("quick", "every 1h", "approval auto", "enabled true"),
+            loop("gather", "every 1h", "approval auto", "enabled true"),
         ]
     )
     paths = tree(tmp_path, rules)
@@ -221,7 +221,7 @@ def test_the_command_prints_a_line_per_slot_and_a_summary_and_json_for_scripts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The table for people and `--json` for scripts carry the same prediction."""
-    paths = tree(tmp_path, loop("quick", "every 1h", "approval auto", "enabled"))
+    paths = tree(tmp_path, loop("quick", "every 1h", "approval auto", "enabled true"))
     args = [
         "simulate",
         "--rules",
@@ -273,7 +273,7 @@ def test_bad_arguments_are_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
 ) -> None:
     """A bad time, span or answer is named on one line, exit 2, and nothing runs."""
-    paths = tree(tmp_path, loop("quick", "every 1h", "approval auto", "enabled"))
+    paths = tree(tmp_path, loop("quick", "every 1h", "approval auto", "enabled true"))
     window = ["--from", "2026-12-01T00:00:00Z", "--to", "2026-12-02T00:00:00Z"]
     args = ["simulate", "--rules", str(paths.rules), "--registry", str(REGISTRY)]
     args += ["--config", str(NO_CONFIG), *window, *extra]
@@ -305,8 +305,8 @@ def test_a_seed_database_is_read_never_written_and_its_state_carries_on(
     operator paused, and its cursor), and the database file is byte-identical after."""
     rules = "\n\n".join(
         [
-            loop("quick", "every 1h", "approval auto", "enabled"),
-            loop("gather", "every 1h", "approval auto", "enabled"),
+            loop("quick", "every 1h", "approval auto", "enabled true"),
+            loop("gather", "every 1h", "approval auto", "enabled true"),
         ]
     )
     paths = tree(tmp_path, rules)

@@ -1,5 +1,5 @@
 """The triggers that wait for something (engine/core/triggers.py, docs/rules.md
-"Triggers"): `on-event TYPE [window VALUE] [if EXPR]` and `after LOOP [outcome ...]
+"Triggers"): `on_event TYPE [window VALUE] [if EXPR]` and `after LOOP [outcome ...]
 [state ...]`, from the rule text to the tick a firing admits, and the planner's rule
 that only the runtime makes such ticks."""
 
@@ -75,9 +75,9 @@ def asked(event_id: str = "ask-1", **payload: Any) -> Envelope:
 
 REVIEW = """\
 loop review
-  on-event wait.asked window [event.payload.repo, event.payload.pr] if event.payload.repo == "r1"
+  on_event wait.asked window [event.payload.repo, event.payload.pr] if event.payload.repo == "r1"
   emit wait.done { kind: "review" }
-  enabled
+  enabled true
 """
 
 
@@ -85,7 +85,7 @@ loop review
 
 
 def test_an_on_event_loop_compiles_to_its_trigger(tmp_path: Path) -> None:
-    """`on-event TYPE window VALUE if EXPR` is the loop's one trigger: its type, guard
+    """`on_event TYPE window VALUE if EXPR` is the loop's one trigger: its type, guard
     and window, described for listings."""
     loop = load(tmp_path, REVIEW).loops["review"]
     assert loop.trigger.kind is TriggerKind.EVENT
@@ -113,19 +113,19 @@ def test_an_after_loop_compiles_with_its_filters(tmp_path: Path) -> None:
     ("rules", "expected"),
     [
         # a second trigger, whichever comes first, conflicts at the later line
-        ("loop a\n  every 1h\n  on-event wait.asked\n  emit wait.done\n", [(3, 3, "E0102")]),
-        ("loop a\n  on-event wait.asked\n  after b\n  emit wait.done\n", [(3, 3, "E0102")]),
+        ("loop a\n  every 1h\n  on_event wait.asked\n  emit wait.done\n", [(3, 3, "E0102")]),
+        ("loop a\n  on_event wait.asked\n  after b\n  emit wait.done\n", [(3, 3, "E0102")]),
         # an unregistered type, a name other than `event`
-        ("loop a\n  on-event wait.askd\n  emit wait.done\n", [(2, 12, "E0203")]),
-        ("loop a\n  on-event wait.asked if payload.x\n  emit wait.done\n", [(2, 26, "E0601")]),
-        ("loop a\n  on-event wait.asked window repo.name\n  emit wait.done\n", [(2, 30, "E0601")]),
+        ("loop a\n  on_event wait.askd\n  emit wait.done\n", [(2, 12, "E0203")]),
+        ("loop a\n  on_event wait.asked if payload.x\n  emit wait.done\n", [(2, 26, "E0601")]),
+        ("loop a\n  on_event wait.asked window repo.name\n  emit wait.done\n", [(2, 30, "E0601")]),
         # after: its arguments, and a loop that waits for itself
         ("loop a\n  after\n  emit wait.done\n", [(2, 3, "E0105")]),
         ("loop a\n  after b c\n  emit wait.done\n", [(2, 11, "E0105")]),
         ("loop a\n  after b outcome\n  emit wait.done\n", [(2, 11, "E0105")]),
         ("loop a\n  after a\n  emit wait.done\n", [(2, 9, "E1002")]),
         # the engine fills window and trigger (upstream) in these ticks
-        ("loop a\n  on-event wait.asked\n  emit wait.done { window: 1 }\n", [(3, 18, "E0208")]),
+        ("loop a\n  on_event wait.asked\n  emit wait.done { window: 1 }\n", [(3, 18, "E0208")]),
         (
             "loop n\n  manual\n  emit wait.done\n"
             "loop a\n  after n\n  emit wait.done { upstream: 1 }\n",
@@ -167,7 +167,7 @@ def test_a_guard_that_cannot_be_read_fires_nothing_and_says_why(tmp_path: Path) 
 
 def test_the_window_defaults_to_the_event_id(tmp_path: Path) -> None:
     """Without `window`, each event is its own window."""
-    rules = load(tmp_path, "loop a\n  on-event wait.asked\n  emit wait.done\n  enabled\n")
+    rules = load(tmp_path, "loop a\n  on_event wait.asked\n  emit wait.done\n  enabled true\n")
     (firing,) = fired_by(rules, asked("ask-9"), is_tick=False)
     assert firing.window == "ask-9"
 
@@ -255,22 +255,22 @@ AFTERS = """\
 loop nightly
   every 1h
   emit wait.done
-  enabled
+  enabled true
 
 loop on-ok
   after nightly outcome OK
   emit wait.done
-  enabled
+  enabled true
 
 loop on-failure
   after nightly state failed timed_out
   emit wait.done
-  enabled
+  enabled true
 
 loop on-anything
   after nightly
   emit wait.done
-  enabled
+  enabled true
 
 loop switched-off
   after nightly
@@ -352,7 +352,7 @@ def test_a_cycle_is_found_exactly_when_there_is_one(edges: dict[str, str | None]
 
 @pytest.mark.parametrize("actor", ["bridge", "github", "inject", "chain", "operator:ada"])
 def test_nobody_but_the_runtime_fires_a_waiting_loop(tmp_path: Path, actor: str) -> None:
-    """A tick of an `on-event` or `after` loop is that loop's only when the runtime
+    """A tick of an `on_event` or `after` loop is that loop's only when the runtime
     (`schedule`) admitted it with the loop's own source; from anyone else, or with
     the other trigger's source, it is no loop's tick."""
     rules = load(tmp_path, REVIEW + "\n" + AFTERS)
@@ -367,7 +367,7 @@ def test_nobody_but_the_runtime_fires_a_waiting_loop(tmp_path: Path, actor: str)
 
 
 def test_the_overlay_switches_a_waiting_loop_but_cannot_declare_one(tmp_path: Path) -> None:
-    """`config/schedule.yaml` may switch an `on-event` loop off (it then fires nothing)
+    """`config/schedule.yaml` may switch an `on_event` loop off (it then fires nothing)
     and change its payload; a new overlay loop has no way to wait for an event or a
     loop: it needs a clock or `manual` (E0803)."""
     (tmp_path / "config").mkdir()
@@ -379,7 +379,7 @@ def test_the_overlay_switches_a_waiting_loop_but_cannot_declare_one(tmp_path: Pa
     assert (review.enabled, review.payload["kind"]) == (False, "other")
     assert fired_by(rules, asked(repo="r1", pr=[7]), is_tick=False) == []
     (tmp_path / "config" / "schedule.yaml").write_text(
-        "schedules:\n  fresh: {emit: wait.done, on-event: wait.asked}\n"
+        "schedules:\n  fresh: {emit: wait.done, on_event: wait.asked}\n"
     )
     with pytest.raises(RulesError) as err:
         load_with_config(tmp_path, REVIEW)
@@ -407,37 +407,37 @@ def test_a_long_window_or_id_is_kept_as_its_digest() -> None:
 
 MANY = """\
 loop a-off
-  on-event wait.asked
+  on_event wait.asked
   emit wait.done
 loop b-on
-  on-event wait.asked
+  on_event wait.asked
   emit wait.done
-  enabled
+  enabled true
 loop c-guarded
-  on-event wait.asked if event.payload.go == true
+  on_event wait.asked if event.payload.go == true
   emit wait.done
-  enabled
+  enabled true
 loop d-unreadable
-  on-event wait.asked if event.payload.missing.deeper
+  on_event wait.asked if event.payload.missing.deeper
   emit wait.done
-  enabled
+  enabled true
 loop e-on
-  on-event wait.asked
+  on_event wait.asked
   emit wait.done
-  enabled
+  enabled true
 loop f-other-type
-  on-event wait.done
+  on_event wait.done
   emit wait.done
-  enabled
+  enabled true
 loop g-after
   after b-on
   emit wait.done
-  enabled
+  enabled true
 """
 
 
 def test_one_event_is_told_to_every_loop_of_its_type(tmp_path: Path) -> None:
-    """Every `on-event` loop of the event's type is asked in turn: a disabled one, a
+    """Every `on_event` loop of the event's type is asked in turn: a disabled one, a
     guard that does not hold and one that cannot be read do not stop the loops after
     them; a loop of another type, or another trigger, is never asked."""
     rules = load(tmp_path, MANY)
@@ -471,13 +471,13 @@ def test_every_loop_after_an_upstream_is_found(tmp_path: Path) -> None:
     is the tick's only when the loop sets none."""
     rules = load(
         tmp_path,
-        "loop nightly\n  every 1h\n  emit wait.done\n  enabled\n"
-        "loop other\n  manual\n  emit wait.done\n  enabled\n"
-        "loop a-after-other\n  after other\n  emit wait.done\n  enabled\n"
+        "loop nightly\n  every 1h\n  emit wait.done\n  enabled true\n"
+        "loop other\n  manual\n  emit wait.done\n  enabled true\n"
+        "loop a-after-other\n  after other\n  emit wait.done\n  enabled true\n"
         "loop a2-switched-off\n  after nightly\n  emit wait.done\n"
-        "loop a3-on-failed\n  after nightly outcome FAILED\n  emit wait.done\n  enabled\n"
-        "loop b-on-failure\n  after nightly state failed\n  emit wait.done\n  enabled\n"
-        'loop c-on-anything\n  after nightly\n  emit wait.done { repo: "mine" }\n  enabled\n',
+        "loop a3-on-failed\n  after nightly outcome FAILED\n  emit wait.done\n  enabled true\n"
+        "loop b-on-failure\n  after nightly state failed\n  emit wait.done\n  enabled true\n"
+        'loop c-on-anything\n  after nightly\n  emit wait.done { repo: "mine" }\n  enabled true\n',
     )
     (found,) = dependents(rules, conclusion())
     assert found.name == "c-on-anything"

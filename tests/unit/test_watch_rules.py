@@ -24,7 +24,7 @@ LOOP = """
 loop ci-watch
   watch status every 5m
   emit test.changed { script: "/p.py", state: "/s.json" }
-  enabled
+  enabled true
 """
 ROUTE = "route test.changed to report@1\n"
 
