@@ -4,7 +4,7 @@ A kernel loop may change `enabled`, `every` (an interval loop's cadence, or a wa
 loop's poll cadence; its probe stays the reviewed one) and payload keys; every other
 field is pinned by its reviewed rule file. A name the kernel does not declare is a new,
 complete loop of the instance (docs/rules.md, "The overlay"), with a clock trigger: a watch,
-an `on-event` or an `after` loop is declared in a rule file only."""
+an `on_event` or an `after` loop is declared in a rule file only."""
 
 from __future__ import annotations
 
