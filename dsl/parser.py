@@ -100,12 +100,8 @@ def _describe_expected(expected: set[str]) -> str:
         if name in _TOKEN_NAMES:
             names.add(_TOKEN_NAMES[name])
             continue
-        try:
-            pattern = _lark().get_terminal(name).pattern
-        except KeyError:  # pragma: no cover - every expected name is a terminal
-            names.add(name.lower())
-            continue
-        names.add(f"'{pattern.value}'" if pattern.type == "str" else name.lower())
+        literal = _literal(name)
+        names.add(f"'{literal}'" if literal is not None else name.lower())
     ordered = sorted(names)
     if len(ordered) > 6:
         ordered = [*ordered[:6], "..."]
@@ -143,18 +139,21 @@ def _syntax_diagnostic(err: UnexpectedInput, path: str, text: str) -> tuple[Span
     return span, "syntax error", None  # pragma: no cover
 
 
+def _literal(name: str) -> str | None:
+    """The text of a terminal that is a fixed string (`loop`, `{`), else None (a pattern,
+    or no terminal of that name)."""
+    try:
+        pattern = _lark().get_terminal(name).pattern
+    except KeyError:
+        return None
+    return str(pattern.value) if pattern.type == "str" else None
+
+
 def _keywords(expected: Any) -> list[str]:
     """The keywords among the expected terminals (`loop`, `route`, ...): a misspelt one
     gets a did-you-mean (`lop a`)."""
-    words = []
-    for name in expected or ():
-        try:
-            pattern = _lark().get_terminal(str(name)).pattern
-        except KeyError:
-            continue
-        if pattern.type == "str" and pattern.value.isalpha():
-            words.append(pattern.value)
-    return sorted(words)
+    literals = (_literal(str(name)) for name in expected or ())
+    return sorted(word for word in literals if word is not None and word.isalpha())
 
 
 def _describe_hint(expected: Any) -> str | None:

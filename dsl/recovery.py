@@ -512,18 +512,17 @@ class _Run:
         pos = token.start_pos if isinstance(token, Token) else getattr(err, "pos_in_stream", None)
         if pos is None:
             return None
-        start = _line_start(self.text, pos)
-        indent = len(self.text[start:]) - len(self.text[start:].lstrip(" \t"))
-        first = _FIRST_WORD.match(self.text, start + indent)
+        start, end = _line_start(self.text, pos), _line_end(self.text, pos)
+        line = self.text[start:end]
+        indent = len(line) - len(line.lstrip(" \t"))
+        first = _FIRST_WORD.match(self.text, start + indent, end)
         if first is None:
             return None
         word, column = first.group(), indent + 1
         # A chain's `on` takes the start of `on_event` (or `on-active`) at the top level,
         # so the parser refuses a later word of that line, where a chain wants `outcome`.
         split = (
-            word.startswith(("on_", "on-"))
-            and pos < _line_end(self.text, start)
-            and "OUTCOME" in self._expected(position)
+            word.startswith(("on_", "on-")) and pos < end and "OUTCOME" in self._expected(position)
         )
         if not (first.start() <= pos < first.end() or split):
             return None  # the error is not in the line's first word

@@ -200,7 +200,9 @@ def _overlap(
                 "overlap replaces singleton: keep only the overlap line",
             )
             return None
-        value = spelling.Overlap.SKIP if entry.singleton else spelling.Overlap.ALLOW
+        rewrite = spelling.overlap_of(entry.singleton, "return", None)
+        assert rewrite is not None  # either value of singleton alone has its overlap value
+        value = rewrite.value
         c.warn(
             spelling.OLD_SPELLING,
             f"old spelling 'singleton: {str(entry.singleton).lower()}'",

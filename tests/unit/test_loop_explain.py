@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dsl.format import format_text
 from engine.core.compiler import compile_rules
 from engine.core.loop_explain import Row, UnknownLoop, explain_loop
 from engine.core.provenance import Places
@@ -111,23 +112,8 @@ loop r
   shadow on
 """
 
-# WRITTEN in the one spelling.
-WRITTEN_NOW = """\
-loop r
-  description "every setting written"
-  every 60m
-  emit clock.tick.reaper { repo: "alpha" }
-  catch_up all cap 6
-  max_lateness 12h
-  overlap buffer_one
-  approval auto
-  enabled true
-  budget retries_per_occurrence 0 daily_runs 4 wall_clock 30m
-  backoff base 30s max 10m
-  circuit_breaker 3
-  stop_when user_paused end_date=2026-12-31 occurrence_count=10
-  shadow true
-"""
+# WRITTEN in the one spelling, as `engine fmt --write` rewrites it.
+WRITTEN_NOW = format_text(WRITTEN).text
 
 
 def test_each_written_setting_names_its_rule_line_under_its_new_name(
