@@ -62,6 +62,7 @@ MISTAKES: tuple[Mistake, ...] = (
             ("on a@1 outcome X\n  emit a.b\n  every 1h\n", 3),
             ("webhook github push\n  overlap skip\n", 2),
             ("loop a\n  manual\n  emit a.b\n\nsingleton\n", 5),
+            ("loop a\n  manual\n  emit a.b\n\non_event\n", 5),
         ),
         keyed=False,
     ),
@@ -521,9 +522,7 @@ class _Run:
         word, column = first.group(), indent + 1
         # A chain's `on` takes the start of `on_event` (or `on-active`) at the top level,
         # so the parser refuses a later word of that line, where a chain wants `outcome`.
-        split = (
-            word.startswith(("on_", "on-")) and pos < end and "OUTCOME" in self._expected(position)
-        )
+        split = word.startswith(("on_", "on-")) and "OUTCOME" in self._expected(position)
         if not (first.start() <= pos < first.end() or split):
             return None  # the error is not in the line's first word
         if word in spelling.LOOP_SETTING_WORDS:
