@@ -229,12 +229,17 @@ def chaos(
 
 def kill_mid_mutation(fleet: Fleet, until: float) -> None:
     """SIGKILL the worker that is running mutating work, once, and start it again: the
-    run must not be executed twice, and its command's late change must die with it."""
+    run must not be executed twice, and its command's late change must die with it.
+    The kill falls while the command runs: its first change is made and its late one
+    (0.3 s later) is not. A run the database still calls `running` may already have
+    ended its command, its worker not yet having recorded it; a kill then comes after
+    the change, which no death can take back."""
+    marks = fleet.workdir / "marks"
     while time.monotonic() < until:
         owners = [
-            o for (o,) in _rows(fleet.db, "SELECT lease_owner FROM runs "
-                                          "WHERE loop = 'act' AND state = 'running'")
-            if o
+            o for (run_id, o) in _rows(fleet.db, "SELECT run_id, lease_owner FROM runs "
+                                                 "WHERE loop = 'act' AND state = 'running'")
+            if o and _mid_command(marks, run_id)
         ]  # fmt: skip
         by_pid = {str(proc.pid): name for name, proc in fleet.procs.items()}
         names = [by_pid[o.rsplit("-", 1)[1]] for o in owners if o.rsplit("-", 1)[1] in by_pid]
@@ -244,6 +249,12 @@ def kill_mid_mutation(fleet: Fleet, until: float) -> None:
             fleet.start(names[0])
             return
         time.sleep(0.05)
+
+
+def _mid_command(marks: Path, run_id: str) -> bool:
+    """Whether run `run_id`'s command made its first change and not yet its late one."""
+    made = [p.name for p in marks.glob(f"{run_id}.*")]
+    return bool(made) and not any(name.endswith(".late") for name in made)
 
 
 def _rows(db: str, query: str) -> list[tuple[Any, ...]]:
