@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"  # beside the checkout
-FIXTURE = SHARED / "fixtures" / "github-payloads" / "pull_request.opened.payload.json"
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "data" / "github-payloads" / "pull_request.opened.payload.json"
 BODY_BYTES = 6 * 1024
 EVENT = "pull_request"
 CLIENT = Path(__file__).with_name("intake_client.py")

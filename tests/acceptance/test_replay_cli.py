@@ -149,7 +149,7 @@ def test_invalid_rules_exit_1_as_engine_check(recorded: Path, tmp_path: Path) ->
 
 # ---- webhook deliveries recorded by a real `engine serve` ---------------------------------
 
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "github-payloads"
+FIXTURES = ROOT / "tests" / "data" / "github-payloads"  # GitHub's own examples, MIT
 SECRET = "webhook-secret"
 TOKEN = "tok"
 DOCS = ROOT / "docs" / "replay.md"

@@ -2,7 +2,7 @@
 shipped loops/ and registry/, a repos.yaml naming the fixtures' repositories, a real
 SQLite file): signatures over the raw bytes, rotation, every answer shape, redelivery,
 the 25 MB limit, and `engine github replay` as a subprocess. Deliveries are GitHub's
-own examples (../shared/fixtures/github-payloads) as they are, or variants derived here."""
+own examples (tests/data/github-payloads) as they are, or variants derived here."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from engine.api.routes.github import post_github_replay
 from engine.errors import Forbidden
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "github-payloads"
+FIXTURES = ROOT / "tests" / "data" / "github-payloads"  # GitHub's own examples, MIT
 SECRETS = ("new-secret", "old-secret")  # ENGINE_GITHUB_WEBHOOK_SECRET=new-secret,old-secret
 TOKEN = "tok"  # ENGINE_OPERATOR_TOKEN=alice:tok
 MIB = 1024 * 1024

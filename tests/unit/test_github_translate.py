@@ -1,5 +1,5 @@
 """GitHub intake, pure: the `webhook github KIND` tables of loops/github.rules over
-GitHub's own example deliveries (../shared/fixtures/github-payloads, used as they are)
+GitHub's own example deliveries (tests/data/github-payloads, used as they are)
 and variants derived from them here; and X-Hub-Signature-256 verification over the
 published signature vectors."""
 
@@ -34,7 +34,7 @@ from engine.intake.github import (
 from engine.loading import Paths, load_rules
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "github-payloads"
+FIXTURES = ROOT / "tests" / "data" / "github-payloads"  # GitHub's own examples, MIT
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DELIVERY = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
 

@@ -22,7 +22,7 @@ from engine.intake.retranslation import retranslated
 from engine.loading import Paths, load_rules
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "github-payloads"
+FIXTURES = ROOT / "tests" / "data" / "github-payloads"  # GitHub's own examples, MIT
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 GUID = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
 REPOS = {"hello-world": Repo("hello-world", "Codertocat/Hello-World", "master", False)}
