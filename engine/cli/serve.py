@@ -19,6 +19,7 @@ from engine.cli.render import fail
 from engine.errors import EngineError
 from engine.logs import add_options as add_log_options
 from engine.logs import configure_from as configure_logging
+from engine.service import probing
 
 log = logging.getLogger("engine.serve")
 
@@ -51,6 +52,9 @@ at once (a new one beyond takes the place of the oldest idle one, else is answer
 and closed); a connection idle, or whose headers are unfinished, for --idle-timeout
 seconds is closed; a body not arrived --body-timeout seconds after its headers is
 answered 408. The open-files limit is raised to its hard limit at start.
+
+Condition-watch probes run in a pool of --probe-threads threads of their own; the
+runtime loop never waits on one (docs/scheduling.md#condition-watches).
 
 exit codes (docs/cli.md#exit-codes): 0 stopped cleanly; 1 a retry may pass (the
 database unreachable or busy, the address in use); 2 a configuration a restart cannot
@@ -90,6 +94,13 @@ def register(sub: Any) -> None:
         default=edge.body_seconds,
         metavar="SECONDS",
         help="answer 408 to a body not arrived this long after its headers (default: %(default)s)",
+    )
+    p.add_argument(
+        "--probe-threads",
+        type=_bounded(int, 1, probing.MOST),
+        default=probing.SIZE,
+        metavar="N",
+        help="watch probes that run side by side, off the runtime loop (default: %(default)s)",
     )
     add_rules_options(p)
     add_log_options(p)
@@ -144,7 +155,7 @@ def run_serve(args: argparse.Namespace) -> int:
             idle_seconds=args.idle_timeout,
             body_seconds=args.body_timeout,
         )
-        service = open_service(db, paths)
+        service = open_service(db, paths, probe_threads=args.probe_threads)
     except (EngineError, RulesError) as err:  # bad settings, ENGINE_NOW, or rules
         return exits.at_start(err, fail(err))
     _warn_closed(settings)
