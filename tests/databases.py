@@ -17,7 +17,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +226,32 @@ def refuse_writes(database: str, store: Any) -> Callable[[], None]:
         f'ALTER DATABASE "{name}" SET default_transaction_read_only = off',
         terminate,
     )
+
+
+def create_at(database: str, version: int, statements: Sequence[str]) -> None:
+    """A database as schema `version` left it (its migrations 1 to `version` only, as an
+    older engine made it), with `statements` committed in it."""
+    from engine.store.queries import migrations
+
+    postgres = database.startswith("postgresql://")
+    dialect = "postgresql" if postgres else "sqlite"
+    old = [(v, sql) for v, sql in migrations(dialect) if v <= version]
+    ddl = "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+    done = [f"INSERT INTO schema_migrations VALUES ({v}, 'then')" for v, _ in old]
+    if postgres:
+        with psycopg.connect(database, autocommit=True) as conn:
+            for statement in (ddl, *(sql for _, sql in old), *done, *statements):
+                conn.execute(statement.encode())
+        return
+    import sqlite3
+
+    lite = sqlite3.connect(database)
+    try:
+        lite.execute(ddl)
+        for _, sql in old:
+            lite.executescript(sql)
+        for statement in (*done, *statements):
+            lite.execute(statement)
+        lite.commit()
+    finally:
+        lite.close()

@@ -208,7 +208,7 @@ class LoopCompiler(CompilerBase):
             return None
 
     def _check_on_event(self, trigger: Trigger, at: Span) -> None:
-        """The type an `on-event` loop waits for is registered; its guard and window
+        """The type an `on_event` loop waits for is registered; its guard and window
         read only `event`."""
         assert trigger.event_type is not None
         self._known_type(trigger.event_type, at)

@@ -362,7 +362,7 @@ def _record(rules: RuleSet, event: EventRecord, decision: Decision, at: str) -> 
 
 
 def _fired(rules: RuleSet, event: EventRecord) -> list[Effect]:
-    """The `on-event` loops the event fires (engine.core.triggers): one tick each, or
+    """The `on_event` loops the event fires (engine.core.triggers): one tick each, or
     why a loop could not be told (journaled on the event)."""
     out: list[Effect] = []
     if event.loop is not None:  # a loop's own tick fires no loop (fired_by)

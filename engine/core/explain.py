@@ -34,7 +34,7 @@ def _cause(cause: Mapping[str, Any], depth: int) -> Iterator[str]:
             f"{pad}run {cause['run']} ended {cause.get('outcome') or '-'}"
             f", chained by {cause.get('rule') or '-'}"
         )
-    elif kind == "on-event":
+    elif kind == "on_event":
         yield f"{pad}event {cause['event']} fired on_event loop {cause['loop']}"
     elif kind == "after":
         yield f"{pad}occurrence {cause['occurrence']} concluded: after loop {cause['loop']}"

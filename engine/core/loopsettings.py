@@ -583,7 +583,7 @@ _TRIGGERS = {"every", "cron", "at", "manual", "host_clock", "watch", "after", "o
 def read_settings(
     settings: tuple[Setting, ...], collector: Collector, on_events: tuple[OnEvent, ...] = ()
 ) -> Draft:
-    """Apply every setting (and `on-event` line) to a fresh Draft, reporting each bad one."""
+    """Apply every setting (and `on_event` line) to a fresh Draft, reporting each bad one."""
     draft = Draft()
     lines: list[Setting | OnEvent] = [*settings, *on_events]
     for s in sorted(lines, key=lambda line: (line.span.line, line.span.column)):

@@ -50,7 +50,7 @@ def repo_of(payload: Any) -> str | None:
 def identity(event: EventRecord, loop: Loop | None) -> Identity:
     """`<loop>|<repo>|<window>`: the slot for a clock or host-timer tick, `manual:<id>`
     for a run-now, the window the runtime computed for a tick of a trigger that waits
-    (`on-event`, `after`), else `event:<event id>`."""
+    (`on_event`, `after`), else `event:<event id>`."""
     repo = repo_of(event.payload)
     slot = event.payload.get("slot")
     window_of = event.payload.get("window")

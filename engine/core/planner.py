@@ -55,8 +55,8 @@ def loop_of(event: Tick, admitted_by: str, rules: RuleSet) -> Loop | None:
     - an operator (`operator:<name>`) backfills a scheduled loop's past slot (source
       `schedule`) and runs any loop now (source `manual`);
     - the scheduler (`schedule`) alone fires a watch loop's change (source `watch`);
-    - the runtime (`schedule`) fires an `on-event` loop for an admitted event (source
-      `on-event`) and an `after` loop for a concluded occurrence (source `after`).
+    - the runtime (`schedule`) fires an `on_event` loop for an admitted event (source
+      `on_event`) and an `after` loop for a concluded occurrence (source `after`).
 
     Admission checks that a slot posted by a host timer or an operator is one of the
     loop's slots and has come (`engine.core.ticks.slot_problem`).

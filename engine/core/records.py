@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from engine.core.states import RunState
+from engine.core.decisions import Actor
+from engine.core.states import EventSource, RunState
 
 IN_FLIGHT = (RunState.QUEUED, RunState.CLAIMED, RunState.RUNNING)
 LEASED = (RunState.CLAIMED, RunState.RUNNING)
@@ -26,6 +27,20 @@ class EventRecord:
     admitted_at: str
     admitted_by: str
     planned: bool = False
+
+
+# The sources an older engine wrote for the ticks it made, by the one spelling now
+# (docs/runtime.md#who-may-tick-a-loop). Migration 011 rewrites the stored ones; a row
+# an older node writes beside this one after it (one PostgreSQL, several nodes) reads
+# the same.
+OLD_TICK_SOURCES: Final = {"on-event": EventSource.ON_EVENT}
+
+
+def current_source(source: str, admitted_by: str) -> str:
+    """The source of a stored event in the one spelling: a tick the runtime made
+    (admitted by `schedule`) under an old spelling reads as the new one; whatever an
+    event from outside claimed is kept as it claimed it."""
+    return OLD_TICK_SOURCES.get(source, source) if admitted_by == Actor.SCHEDULE else source
 
 
 @dataclass(frozen=True, slots=True)

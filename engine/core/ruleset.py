@@ -94,7 +94,7 @@ class Trigger:
     timezone: str | None = None
     at: datetime | None = None
     probe: str | None = None  # a watch's probe (registry/probes.yaml)
-    # on-event: the admitted type that fires the loop, the guard it must pass and the
+    # on_event: the admitted type that fires the loop, the guard it must pass and the
     # window (an expression over `event`; None: the event's own id)
     event_type: str | None = None
     guard: Guard | None = None

@@ -1,6 +1,6 @@
 """What a simulation predicts (docs/simulate.md), from the records it left: a row per
 slot of each loop, fired or skipped, with the decision and the rule that made it and
-what came of it, the events that are not slots (chained, `after`, `on-event`), and a
+what came of it, the events that are not slots (chained, `after`, `on_event`), and a
 summary per loop. Pure: records in, a document (and lines for people) out."""
 
 from __future__ import annotations

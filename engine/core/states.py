@@ -113,7 +113,7 @@ class EventSource(StrEnum):
     SCHEDULE = "schedule"  # the scheduler's slot, or an operator's backfill of one
     BRIDGE = "bridge"  # a host timer's slot of a host-clock loop (`engine emit`)
     MANUAL = "manual"  # a run-now, or a coalesced follow-up
-    ON_EVENT = "on-event"  # an `on-event` loop fired by an admitted event
+    ON_EVENT = "on_event"  # an `on_event` loop fired by an admitted event (once `on-event`)
     AFTER = "after"  # an `after` loop fired by a concluded occurrence
     WATCH = "watch"  # a condition watch's change
     CHAIN = "chain"  # an outcome's chained event

@@ -1,5 +1,5 @@
 """The triggers that wait for something (docs/rules.md, "Triggers"): a repository
-event (`on-event TYPE`) and a dependency checkpoint (`after LOOP`). Pure: which loops an
+event (`on_event TYPE`) and a dependency checkpoint (`after LOOP`). Pure: which loops an
 admitted event or a concluded occurrence fires, the window of each firing, and the
 tick's envelope. The same facts always give the same envelope, so a redelivery, a
 second process or a restart converges on one admission."""
@@ -59,12 +59,12 @@ def _tick_id(prefix: str, loop: str, key: str) -> str:
 
 
 def event_scope(event: Envelope) -> dict[str, Any]:
-    """What an `on-event` guard and window read: `event`, the admitted envelope (as a
+    """What an `on_event` guard and window read: `event`, the admitted envelope (as a
     chain's `event`: eventId, type, source, subject, correlationId, payload)."""
     return {"event": event.model_dump(mode="json")}
 
 
-# ---- on-event ----------------------------------------------------------------------------
+# ---- on_event ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ def event_loops(rules: RuleSet, event_type: str) -> Iterator[Loop]:
 
 
 def fired_by(rules: RuleSet, event: Envelope, is_tick: bool) -> list[Firing]:
-    """The loops `event` fires: every enabled `on-event` loop of its type whose guard
+    """The loops `event` fires: every enabled `on_event` loop of its type whose guard
     holds. A loop's own tick (`is_tick`) fires none, so no loop can fire itself or
     another in a circle; `after` says what follows a loop."""
     if is_tick:

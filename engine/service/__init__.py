@@ -124,7 +124,7 @@ class Service:
             self._last_notify = now
             notifications.deliver_pending(self.rt, self.sink)
         done += self.publish_outbox()
-        while True:  # until none is left: planning may admit ticks (on-event, after)
+        while True:  # until none is left: planning may admit ticks (on_event, after)
             planned = self.plan_pending()
             done += planned
             if planned == 0:

@@ -1,6 +1,6 @@
 """`engine explain ID` and `GET /explain/{id}` (docs/explain.md): the causal chain of
 one event, both ways, from the durable records alone. Upstream: what made the event (a
-slot, a GitHub delivery, an event that fired an `on-event` loop, an occurrence an
+slot, a GitHub delivery, an event that fired an `on_event` loop, an occurrence an
 `after` loop waited for, a run's outcome through a chain rule), followed to its root.
 The event itself: its admission, its decision with the rule (file:line) and the rules
 digest it ran under, its occurrence's steps, its proposals (who decided, when, with what
@@ -137,7 +137,7 @@ def _cause(tx: TxView, event: EventRecord, depth: int) -> dict[str, Any]:
         cause = {"kind": "delivery", "delivery": event.correlation_id}
     elif event.source == EventSource.ON_EVENT and isinstance(payload.get("trigger"), dict):
         fired_by = str(payload["trigger"].get("eventId"))
-        cause = {"kind": "on-event", "loop": event.loop, "event": fired_by}
+        cause = {"kind": "on_event", "loop": event.loop, "event": fired_by}
         upstream = tx.get_event(fired_by)
     elif event.source == EventSource.AFTER and isinstance(payload.get("upstream"), dict):
         occurrence = str(payload["upstream"].get("occurrence"))

@@ -195,7 +195,7 @@ def cadence(loop: Loop, seq: Slots | None, now: datetime) -> int | None:
 
 def last_cause(event: EventRecord | None) -> dict[str, Any] | None:
     """What fired the loop's latest tick, for a trigger that waits: the admitted event
-    (`on-event`) or the upstream occurrence that concluded (`after`), with the window."""
+    (`on_event`) or the upstream occurrence that concluded (`after`), with the window."""
     if event is None or event.loop is None:
         return None
     window = event.payload.get("window")

@@ -15,6 +15,7 @@ from engine.core.records import (
     EventRecord,
     OccurrenceRecord,
     ProposalRecord,
+    current_source,
 )
 from engine.store.memory_index import grouped, regroup
 from engine.store.memory_runs import RunsTx
@@ -79,7 +80,9 @@ class LifecycleTx(RunsTx):
     def insert_event(self, event: EventRecord) -> bool:
         if event.event_id in self._tables.events:
             return False
-        self._put_event(stored(event, payload=as_json(event.payload), planned=bool(event.planned)))
+        source = current_source(event.source, event.admitted_by)
+        payload, planned = as_json(event.payload), bool(event.planned)
+        self._put_event(stored(event, source=source, payload=payload, planned=planned))
         return True
 
     @writes

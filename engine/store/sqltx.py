@@ -26,6 +26,7 @@ from engine.core.records import (
     ProposalRecord,
     RunRecord,
     SkipRecord,
+    current_source,
 )
 from engine.errors import Unavailable
 from engine.store.queries import queries
@@ -49,7 +50,7 @@ def _event(row: Row) -> EventRecord:
     return EventRecord(
         event_id=row["event_id"],
         type=row["type"],
-        source=row["source"],
+        source=current_source(row["source"], row["admitted_by"]),
         subject=row["subject"],
         occurred_at=row["occurred_at"],
         correlation_id=row["correlation_id"],

@@ -12,7 +12,7 @@ clock jumps. After every step, from the durable records:
 - a loop's `approval auto` runs its real ticks only: a run approved by `schedule` is a
   tick the scheduler, a host timer, a person or a trigger that waits made, never an
   envelope posing as one;
-- a trigger that waits (`on-event`, `after`) fires its loop once per cause, and only
+- a trigger that waits (`on_event`, `after`) fires its loop once per cause, and only
   the runtime makes those ticks."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Runtime(RuleBasedStateMachine):
     @rule(
         caller=st.sampled_from(CALLERS),
         source=st.sampled_from(
-            ("schedule", "bridge", "manual", "github", "ci", "on-event", "after")
+            ("schedule", "bridge", "manual", "github", "ci", "on_event", "on-event", "after")
         ),
         loop=st.sampled_from((*LOOPS, "on-request", "after-act", "nope")),
         kind=st.sampled_from(("tick", "plain", "ship")),
@@ -214,7 +214,7 @@ class Runtime(RuleBasedStateMachine):
     def a_waiting_trigger_fires_once_per_cause(self) -> None:
         seen: set[tuple[str, str]] = set()
         for event in self.service.events(1000):
-            if event.source not in ("on-event", "after") or event.loop is None:
+            if event.source not in ("on_event", "after") or event.loop is None:
                 continue
             assert event.admitted_by == "schedule", event
             cause = event.payload.get("trigger") or event.payload.get("upstream") or {}

@@ -1,6 +1,6 @@
 """The triggers that wait for something, through the real runtime on both backends
 (docs/scheduling.md, "Triggers that wait"): `after LOOP` fires once per concluded
-upstream occurrence, also when the upstream concluded while serve was down; `on-event
+upstream occurrence, also when the upstream concluded while serve was down; `on_event
 TYPE` folds the events of one fact into one occurrence. The tree is tests/data/waiting;
 runs are executed by the real worker through the command adapter."""
 
@@ -188,7 +188,7 @@ def test_an_upstream_that_concludes_while_serve_is_down_fires_once(world: World)
     assert len(world.occurrences("after-ok")) == len(world.occurrences("after-any")) == 1
 
 
-# ---- on-event ---------------------------------------------------------------------------
+# ---- on_event ---------------------------------------------------------------------------
 
 
 def test_two_events_of_one_fact_make_one_occurrence(world: World) -> None:
@@ -224,13 +224,13 @@ def test_two_events_of_one_fact_make_one_occurrence(world: World) -> None:
 
 
 def test_a_tick_from_outside_claiming_a_waiting_source_follows_its_route(world: World) -> None:
-    """An envelope posted as `source: on-event` naming loop `review` is no tick of it:
+    """An envelope posted as `source: on_event` naming loop `review` is no tick of it:
     admitted by the bridge, it has no loop, and its route (watched) proposes instead of
     the loop's approval auto running it."""
     forged = Envelope(
         eventId="on:review:forged",
         type="wait.review",
-        source="on-event",
+        source="on_event",
         subject="review",
         occurredAt=TEN,
         payload={"loop": "review", "window": "forged", "trigger": {}},

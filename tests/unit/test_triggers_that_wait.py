@@ -140,7 +140,7 @@ def test_a_bad_waiting_trigger_is_a_located_error(
     assert diagnostics(tmp_path, rules) == expected
 
 
-# ---- on-event -----------------------------------------------------------------------------
+# ---- on_event -----------------------------------------------------------------------------
 
 
 def test_an_event_fires_the_loops_whose_guard_holds(tmp_path: Path) -> None:
@@ -173,7 +173,7 @@ def test_the_window_defaults_to_the_event_id(tmp_path: Path) -> None:
 
 
 def test_an_events_tick_carries_the_event_that_fired_it(tmp_path: Path) -> None:
-    """The tick is `on:<loop>:<event id>` from source `on-event`, at the event's time,
+    """The tick is `on:<loop>:<event id>` from source `on_event`, at the event's time,
     keeping its correlation; its payload is the static payload with loop, window,
     trigger over it, and the event's repo when the loop sets none."""
     loop = load(tmp_path, REVIEW).loops["review"]
@@ -181,7 +181,7 @@ def test_an_events_tick_carries_the_event_that_fired_it(tmp_path: Path) -> None:
     tick = event_tick(loop, event, '["r1",[7]]')
     assert (tick.eventId, tick.source, tick.subject, tick.occurredAt) == (
         "on:review:ask-1",
-        "on-event",
+        "on_event",
         "review",
         NOW,
     )
@@ -362,7 +362,7 @@ def test_nobody_but_the_runtime_fires_a_waiting_loop(tmp_path: Path, actor: str)
     follow = after_tick(rules.loops["on-ok"], conclusion())
     assert loop_of(follow, "schedule", rules) == rules.loops["on-ok"]
     assert loop_of(follow, actor, rules) is None
-    crossed = follow.model_copy(update={"source": "on-event"})
+    crossed = follow.model_copy(update={"source": "on_event"})
     assert loop_of(crossed, "schedule", rules) is None
 
 
