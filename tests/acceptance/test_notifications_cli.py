@@ -87,3 +87,22 @@ def test_a_cursor_no_page_gave_is_refused(run_engine: EngineRunner, db: str) -> 
     done = run_engine("notifications", "--db", db, "--before", "yesterday")
     assert done.returncode == 2
     assert "not a cursor this listing gave" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_engine_check_reports_a_mistake_in_the_notifications_file(
+    run_engine: EngineRunner, runtime_paths: Paths, tmp_path: Path
+) -> None:
+    """`engine check` reads config/notifications.yaml too: a mistake fails it (exit 1)
+    with its file:line:col and a code, as serve would refuse it."""
+    (tmp_path / "notifications.yaml").write_text("delivery:\n  attempts: 0\n")
+    done = run_engine(
+        "check",
+        "--rules",
+        str(runtime_paths.rules),
+        "--registry",
+        str(runtime_paths.registry),
+        "--config",
+        str(tmp_path),
+    )
+    assert done.returncode == 1
+    assert "notifications.yaml:2:3: error[E0902]: attempts: Input should be greater" in done.stderr
