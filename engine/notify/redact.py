@@ -10,7 +10,6 @@ from collections.abc import Iterable
 
 MASK = "****"
 _PARTS = re.compile(r"[^/:@?&=#,;+\s]+")
-_SHORT = 3  # parts shorter than this (a port digit, `v1`) are never worth masking
 
 
 def hidden_parts(url: str, shown: str) -> frozenset[str]:
@@ -19,10 +18,10 @@ def hidden_parts(url: str, shown: str) -> frozenset[str]:
     percent-decoded)."""
     found = set()
     for part in _PARTS.findall(url):
-        if len(part) >= _SHORT and part not in shown:
+        if part not in shown:
             found.add(part)
             found.add(urllib.parse.unquote(part))
-    return frozenset(p for p in found if len(p) >= _SHORT)
+    return frozenset(found)
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:

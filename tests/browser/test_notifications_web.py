@@ -88,7 +88,8 @@ def test_the_inbox_shows_each_notification_with_its_delivery_state(
     """Three notifications: one every sink took (delivered); one the webhook refused at
     both its attempts (failed, beside the Apprise sink that took it, with the
     refusal's reason); one refused once and waiting for its retry (pending, one
-    attempt). The inbox shows each, and its own page filters them by delivery."""
+    attempt). The inbox shows each, its own page filters them by delivery, and neither
+    scrolls sideways on a phone."""
     config = tmp_path / "config"
     config.mkdir()
     (config / "notifications.yaml").write_text("delivery:\n  attempts: 2\n  backoff: 1h\n")
@@ -153,3 +154,7 @@ def test_the_inbox_shows_each_notification_with_its_delivery_state(
         page.locator("button:has-text('Filter')").click()
     assert page.locator("li.notice").count() == 1
     assert delivery_of(page, 2) == "failed"
+    page.set_viewport_size({"width": 390, "height": 844})
+    for path in ("/", "/ui/notifications"):  # long errors and sink rows wrap on a phone
+        page.goto(later.url + path)
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
