@@ -18,7 +18,7 @@ from engine.core.validation import Validators
 from engine.errors import BadRequest, ConfigError
 from engine.home import DATABASE_FILE, instance_home, named_home, var_dir
 from engine.loading import Paths, load_rules
-from engine.service import Runtime, Service
+from engine.service import Runtime, Service, probing
 from engine.service.context import NOW_ENV, Clock, clock_from_env
 from engine.store.limits import Limits
 from engine.store.ports import Store
@@ -143,10 +143,16 @@ def log_rule_warnings(service: Service, log: logging.Logger) -> None:
         log.warning("%s: warning[%s]: %s%s", warning.span, warning.code, warning.message, hint)
 
 
-def open_service(db: str, paths: Paths, clock: Clock | None = None, probe: bool = True) -> Service:
+def open_service(
+    db: str,
+    paths: Paths,
+    clock: Clock | None = None,
+    probe: bool = True,
+    probe_threads: int = probing.SIZE,
+) -> Service:
     """Load and compile the rules (RulesError when they are invalid: fail closed), open
     the store and migrate it (`probe`: see `open_store`). The clock defaults to the
-    system's, or ENGINE_NOW's."""
+    system's, or ENGINE_NOW's; watch probes run `probe_threads` at a time."""
     clock = clock or clock_from_env(os.environ.get(NOW_ENV))
     rules = load_rules(paths)
     store = open_store(db, probe=probe)
@@ -158,4 +164,4 @@ def open_service(db: str, paths: Paths, clock: Clock | None = None, probe: bool 
         clock=clock,
         artifacts=artifacts,
     )
-    return Service(runtime, observer=ProbeRunner())
+    return Service(runtime, observer=ProbeRunner(), probe_threads=probe_threads)

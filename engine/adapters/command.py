@@ -7,9 +7,10 @@ payload can never add an argument or an option; a value that does not fit refuse
 run before anything executes. The child sees an allowlisted environment and runs in
 the run's artifact directory, in a session and process group of its own that is killed
 whole on a timeout (SIGTERM, then SIGKILL after a grace period), on a cancel or a lost
-lease (SIGKILL), when the command exits (whatever it left running), and, on Linux, when
-the worker dies (the supervisor below). Its result is the last non-empty stdout line,
-parsed as a JSON object (`factory.command-result/v1`)."""
+lease (SIGKILL), and when the command exits (whatever it left running). On Linux the
+supervisor below holds every process the command starts, also one that leaves the group
+(setsid, a double fork), and ends them all then, and when the worker dies. Its result
+is the last non-empty stdout line, parsed as a JSON object (`factory.command-result/v1`)."""
 
 from __future__ import annotations
 
@@ -40,11 +41,16 @@ STDOUT_TAIL_BYTES = 1 << 20  # the result line is the last one; a bigger one is 
 KILL_GRACE_SECONDS = 2.0
 
 # On Linux the command is started through a tiny supervisor (engine/adapters/
-# supervisor.py, standard library only) that stays beside it in its process group and
-# kills the whole group when the worker dies (PR_SET_PDEATHSIG): a worker killed mid-run
-# never leaves its command, nor anything the command started, running beside a retry.
-# No Python code runs between fork and exec in the worker itself.
+# supervisor.py, standard library only): the subreaper of everything the command starts,
+# which ends that whole tree when the worker dies (PR_SET_PDEATHSIG), when the worker
+# asks (a cancel, a lost lease, a timeout) and when the command exits. A worker killed
+# mid-run never leaves its command, nor anything the command started (in its group or
+# not), running beside a retry. No Python code runs between fork and exec in the worker.
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
+SUPERVISED = sys.platform == "linux"
+# A supervisor ends its tree in milliseconds; one that has not after this long (a
+# process stuck in the kernel) has its group SIGKILLed instead.
+END_SECONDS = 10.0
 
 
 # ---- the argv template (pure: engine.core.argv) --------------------------------------
@@ -118,7 +124,7 @@ def judge(code: int, stdout: str, stderr: str) -> tuple[dict[str, Any] | None, s
 
 def spawn_argv(argv: list[str]) -> list[str]:
     """What is executed: the argv under the supervisor on Linux, else the argv."""
-    if sys.platform != "linux":
+    if not SUPERVISED:
         return argv
     return [sys.executable, "-I", "-S", SUPERVISOR, str(os.getpid()), *argv]
 
@@ -128,20 +134,33 @@ def kill_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-async def stop_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the process group, SIGKILL it after a grace period (and in any case,
-    for members that outlive the leader)."""
-    kill_group(proc.pid, signal.SIGTERM)
-    with suppress(TimeoutError):
-        await asyncio.wait_for(proc.wait(), KILL_GRACE_SECONDS)
+async def end_tree(proc: asyncio.subprocess.Process) -> None:
+    """End the run's processes now. On Linux the supervisor is asked (SIGHUP) and
+    SIGKILLs every descendant, also those that left the group, before it ends itself;
+    elsewhere, or should the supervisor not end within END_SECONDS, the process group
+    is SIGKILLed."""
+    if SUPERVISED:
+        with suppress(ProcessLookupError):  # it has ended and been reaped already
+            proc.send_signal(signal.SIGHUP)
+        with suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), END_SECONDS)
     kill_group(proc.pid, signal.SIGKILL)
     await proc.wait()
 
 
+async def stop_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, and end the tree after a grace period."""
+    kill_group(proc.pid, signal.SIGTERM)
+    with suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), KILL_GRACE_SECONDS)
+    await end_tree(proc)
+
+
 async def wait_or_stop(proc: asyncio.subprocess.Process, timeout: float) -> bool:
     """Wait for the process; True when it timed out (its group is then stopped).
-    Cancelling the wait kills the group at once. Whatever the command left running in
-    its group when it exited is killed too: a run's processes end with the run."""
+    Cancelling the wait ends the tree at once. Whatever the command left running when
+    it exited is ended too (by the supervisor, and the group by this): a run's
+    processes end with the run."""
     try:
         await asyncio.wait_for(proc.wait(), timeout)
         return False
@@ -149,8 +168,7 @@ async def wait_or_stop(proc: asyncio.subprocess.Process, timeout: float) -> bool
         await stop_group(proc)
         return True
     except asyncio.CancelledError:
-        kill_group(proc.pid, signal.SIGKILL)
-        await proc.wait()
+        await end_tree(proc)
         raise
     finally:
         kill_group(proc.pid, signal.SIGKILL)

@@ -4,8 +4,9 @@ A probe is a closed argv template like a command definition's (engine.adapters.c
 fills it: whole arguments, typed params from the loop's static payload, no shell). It
 runs in a fresh empty directory with the allowlisted environment, in a session and
 process group of its own, killed whole on its timeout (SIGTERM, then SIGKILL) and when
-it exits (whatever it left running); on Linux the same supervisor as a command's kills
-it when the engine dies. Only the first STDOUT_MAX bytes of stdout are read. Nothing
+it exits (whatever it left running); on Linux the same supervisor as a command's holds
+everything it starts (also what leaves the group) and ends it then, and when the engine
+dies. Only the first STDOUT_MAX bytes of stdout are read. Nothing
 the probe prints becomes an event payload: the scheduler keeps its fingerprint alone.
 The values of the probe's `env` are replaced by `***` in whatever it printed, so they
 reach neither a diagnostic nor the fingerprint.
@@ -25,7 +26,9 @@ from contextlib import suppress
 from typing import IO, Any
 
 from engine.adapters.command import (
+    END_SECONDS,
     KILL_GRACE_SECONDS,
+    SUPERVISED,
     allowed_env,
     describe_exit,
     kill_group,
@@ -96,7 +99,7 @@ def _run(argv: list[str], env: dict[str, str], timeout: float, shown: str) -> Pr
         try:
             code = _wait(proc, timeout)
         finally:
-            kill_group(proc.pid, signal.SIGKILL)
+            end_tree(proc)
         if code is None:
             return ProbeRun(failure=f"timed out after {shown}; its process group was killed")
         stdout = _head(out, STDOUT_MAX + 1)
@@ -115,9 +118,18 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
         kill_group(proc.pid, signal.SIGTERM)
         with suppress(subprocess.TimeoutExpired):
             proc.wait(KILL_GRACE_SECONDS)
-        kill_group(proc.pid, signal.SIGKILL)
-        proc.wait()
         return None
+
+
+def end_tree(proc: subprocess.Popen[bytes]) -> None:
+    """engine.adapters.command.end_tree, synchronously: the supervisor ends every
+    descendant (and the probe's group is SIGKILLed after it, or instead of it)."""
+    if SUPERVISED:
+        proc.send_signal(signal.SIGHUP)  # nothing once the supervisor has been reaped
+        with suppress(subprocess.TimeoutExpired):
+            proc.wait(END_SECONDS)
+    kill_group(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _head(file: IO[bytes], limit: int) -> bytes:

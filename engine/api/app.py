@@ -54,13 +54,14 @@ async def pump_forever(
     observe: Callable[[float], None] = lambda seconds: None,
 ) -> None:
     """The runtime loop: publish chained events and plan admitted ones, in a thread;
-    then sleep until `idle` passes or an admission wakes it. `observe` is told how long
-    each pass that did some work took."""
+    then sleep until `idle` passes or an admission (or a finished watch probe) wakes it.
+    It never waits on a probe: those run in the probe pool, and a pass records the polls
+    that finished. `observe` is told how long each pass that did some work took."""
     while not stop.is_set():
         wake.clear()
         started = time.perf_counter()
         try:
-            if await asyncio.to_thread(service.pump):
+            if await asyncio.to_thread(service.pump, wait_for_probes=False):
                 observe(time.perf_counter() - started)
         except Unavailable as err:  # a busy or unwritable store: one line, no traceback
             log.warning("runtime loop: %s; retrying in %.1fs", err.message, idle)
@@ -131,8 +132,20 @@ async def _intake(app: web.Application) -> AsyncIterator[None]:
     await app[INTAKE].close()  # after the last request: what it queued commits first
 
 
+def _waker(event: asyncio.Event) -> Callable[[], None]:
+    """A callable any thread may call to set `event` on the running event loop."""
+    loop = asyncio.get_running_loop()
+
+    def wake() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: serve has stopped
+            loop.call_soon_threadsafe(event.set)
+
+    return wake
+
+
 async def _runtime_loop(app: web.Application) -> AsyncIterator[None]:
     stop = asyncio.Event()
+    app[SERVICE].wake_on_polls(_waker(app[WAKE]))
     observe = app[OBSERVED].passes.observe
     loop = pump_forever(app[SERVICE], app[WAKE], stop, app[SETTINGS].pump_seconds, observe)
     task = _spawn(loop, "runtime loop")

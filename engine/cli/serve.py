@@ -23,6 +23,7 @@ from engine.logs import configure_from as configure_logging
 from engine.notify import config as notify_config
 from engine.notify.config import Notifying
 from engine.notify.sinks import WebhookSink
+from engine.service import probing
 
 log = logging.getLogger("engine.serve")
 
@@ -62,6 +63,9 @@ and closed); a connection idle, or whose headers are unfinished, for --idle-time
 seconds is closed; a body not arrived --body-timeout seconds after its headers is
 answered 408. The open-files limit is raised to its hard limit at start.
 
+Condition-watch probes run in a pool of --probe-threads threads of their own; the
+runtime loop never waits on one (docs/scheduling.md#condition-watches).
+
 exit codes (docs/cli.md#exit-codes): 0 stopped cleanly; 1 a retry may pass (the
 database unreachable or busy, the address in use); 2 a configuration a restart cannot
 fix (invalid rules, a missing directory, a bad setting, a malformed
@@ -100,6 +104,13 @@ def register(sub: Any) -> None:
         default=edge.body_seconds,
         metavar="SECONDS",
         help="answer 408 to a body not arrived this long after its headers (default: %(default)s)",
+    )
+    p.add_argument(
+        "--probe-threads",
+        type=_bounded(int, 1, probing.MOST),
+        default=probing.SIZE,
+        metavar="N",
+        help="watch probes that run side by side, off the runtime loop (default: %(default)s)",
     )
     add_rules_options(p)
     add_log_options(p)
@@ -167,7 +178,7 @@ def run_serve(args: argparse.Namespace) -> int:
             idle_seconds=args.idle_timeout,
             body_seconds=args.body_timeout,
         )
-        service = open_service(db, paths)
+        service = open_service(db, paths, probe_threads=args.probe_threads)
         service.notifying = notify_config.load(paths.config, os.environ)
     except (EngineError, RulesError) as err:  # bad settings, ENGINE_NOW, rules, sinks
         return exits.at_start(err, fail(err))

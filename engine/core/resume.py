@@ -4,7 +4,9 @@ once"): `resume(occ, rules, facts, machines, at) -> Plan`, in the shape of
 before anything is decided; `engine.service.apply` writes the plan.
 
 An occurrence whose retry (or conflict wait) is due goes back to triage: the loop is
-planned again (a paused or disabled loop cancels it), triaged from a fresh snapshot
+planned again like any tick (a paused or disabled loop cancels it; a run of a loop that
+runs one at a time in flight ends it a no-op `previous_run_in_flight`), triaged from a
+fresh snapshot
 and gated by the stop conditions and the budget; what passes is dispatched again as
 the occurrence's next run (`key#N`), under the first run's proposal and approver."""
 
@@ -21,7 +23,7 @@ from engine.core.decide import (
     snapshot_of,
     with_history,
 )
-from engine.core.decisions import Actor, DecisionKind
+from engine.core.decisions import Actor, DecisionKind, NoopReason
 from engine.core.effects import Effect, Journal, Plan, Transition
 from engine.core.occurrence import Identity, gate, reservation
 from engine.core.planner import Snapshot, loop_of, plan
@@ -74,6 +76,22 @@ def resume(
     return tuple(out)
 
 
+def _skipped(
+    moved: OccurrenceRecord,
+    rules: RuleSet,
+    note: str,
+    facts: ResumeFacts,
+    machines: Machines,
+    at: str,
+) -> list[Effect]:
+    """A run of the loop is in flight (an operator's run-now, another window's): the
+    retry is decided as a tick would be, a no-op `previous_run_in_flight`, and the
+    occurrence ends `nothing_to_do`, counted neither as a failure nor as a quiet no-op."""
+    data = {"reason": NoopReason.PREVIOUS_RUN_IN_FLIGHT.value}
+    noop = OccurrenceTrigger.NOOP
+    return conclude(rules, machines, moved, noop, at, note, facts.ending, data=data, counts=False)
+
+
 def _triaged(
     occ: OccurrenceRecord,
     moved: OccurrenceRecord,
@@ -88,9 +106,10 @@ def _triaged(
     envelope = envelope_of(event)
     loop = loop_of(envelope, event.admitted_by, rules)
     paused = facts.state is not None and facts.state.paused
-    decision = plan(
-        envelope, event.admitted_by, rules, Snapshot(loop_in_flight=False, loop_paused=paused)
-    )
+    snapshot = Snapshot(loop_in_flight=facts.in_flight, loop_paused=paused)
+    decision = plan(envelope, event.admitted_by, rules, snapshot)
+    if decision.reason is NoopReason.PREVIOUS_RUN_IN_FLIGHT:
+        return _skipped(moved, rules, decision.note or "", facts, machines, at)
     if decision.kind is DecisionKind.NOOP or decision.definition is None:
         note = decision.note or "the loop no longer dispatches it"
         return conclude(rules, machines, moved, OccurrenceTrigger.CANCEL, at, note, facts.ending)

@@ -310,11 +310,13 @@ def conclude(
     cls: FailureClass | None = None,
     via: str | None = None,
     data: dict[str, Any] | None = None,
+    counts: bool = True,
     **changes: Any,
 ) -> list[Effect]:
     """End an occurrence by `trigger` (from `via`, when it passed through a state on
     the way): its reservation released, journaled `concluded`, then what its end leads
-    to (`ended`). `changes` are further columns to set."""
+    to (`ended`; `counts=False`: neither a failure nor a no-op of the loop). `changes`
+    are further columns to set."""
     state = machines.dispatched(via or occ.state, trigger)
     columns = {"state": state, "reserved": None, "finished_at": at, **changes}
     journal = Journal(
@@ -327,7 +329,7 @@ def conclude(
         note=note,
         data=data,
     )
-    then = ended(rules, replace(occ, state=state), cls, at, note, ending)
+    then = ended(rules, replace(occ, state=state), cls, at, note, ending, counts=counts)
     return [Transition(occ.event_id, occ.state, columns), journal, *then]
 
 

@@ -38,12 +38,12 @@ from engine.service import (
     metrics,
     notifications,
     planning,
+    probing,
     proposals,
     retries,
     review,
     runs,
     schedules,
-    watches,
 )
 from engine.service import doctor as checks
 from engine.service.admission import Admission
@@ -61,9 +61,14 @@ LEASE_SWEEP = timedelta(seconds=15)
 
 
 class Service:
-    def __init__(self, runtime: Runtime, observer: watches.Observer | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        observer: probing.Observer | None = None,
+        probe_threads: int = probing.SIZE,
+    ) -> None:
         self.rt = runtime
-        self.scheduler = Scheduler(runtime, observer=observer)
+        self.scheduler = Scheduler(runtime, observer=observer, probe_threads=probe_threads)
         # where serve's notifier delivers (engine.notify.config.load; none: they stay
         # in the store, listed by `engine notifications`)
         self.notifying = Notifying()
@@ -96,16 +101,18 @@ class Service:
     def publish_outbox(self, limit: int = 500) -> int:
         return runs.publish_outbox(self.rt, limit)
 
-    def pump(self) -> int:
-        """One pass of the runtime loop: fire due slots, recover expired leases (every
-        LEASE_SWEEP seconds), publish chained events, plan what is admitted. Returns how
-        much work it did (0 when idle)."""
+    def pump(self, *, wait_for_probes: bool = True) -> int:
+        """One pass of the runtime loop: fire due slots, start due watch probes and
+        record finished polls (`wait_for_probes`: this pass's too; serve's runtime loop
+        never waits on a probe), recover expired leases (every LEASE_SWEEP seconds),
+        publish chained events, plan what is admitted. Returns how much work it did (0
+        when idle)."""
         # recover from durable boundaries, once per start
         # (docs/occurrences.md#recovery-after-a-restart)
         if not self._recovered:
             self._recovered = True
             self.recover()
-        done = self.scheduler.run_pass()
+        done = self.scheduler.run_pass(wait_for_probes=wait_for_probes)
         now = self.rt.clock()
         if self._last_sweep is None or now - self._last_sweep >= LEASE_SWEEP:
             self._last_sweep = now
@@ -122,6 +129,12 @@ class Service:
         """One delivery pass of the notifications due (serve's notifier calls it, off the
         runtime loop), until `stopping()`; how many it left delivered."""
         return notifications.deliver_due(self.rt, self.notifying, stopping=stopping)
+
+    def wake_on_polls(self, wake: Callable[[], None]) -> None:
+        """Have `wake` called (from a probe thread) each time a watch's poll finishes, so
+        the runtime loop records it without waiting for its next pass."""
+        if self.scheduler.probes is not None:
+            self.scheduler.probes.woken = wake
 
     def recover(self) -> retries.Recovery:
         """Rebuild the occurrence index after a restart (the first pump runs it)."""

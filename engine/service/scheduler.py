@@ -7,8 +7,11 @@ are admitted through the same idempotent path as any event, its skipped slots ar
 recorded, and its cursor moves forward, all in one commit. Several processes may
 run passes on one database: they converge on one admission per slot.
 
-Watch loops share the heap: their entries are next polls, not slots (no catch-up), and
-a due one is polled by `engine.service.watches` after the slots of the pass commit."""
+Watch loops share the heap: their entries are next polls, not slots (no catch-up). A
+due one's probe is handed to the probe pool (engine.service.probing) after the slots of
+the pass commit, and its poll is recorded (engine.service.watches) by the first pass
+after it finished; only then is its next poll on the heap, so a loop is polled once at
+a time."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from engine.core.ruleset import Loop, TriggerKind
 from engine.core.slots import Fire, Pass, Policy, SkipReason, Slots, plan_pass, skip_all, slots_of
 from engine.core.ticks import slot_text, tick
 from engine.logs import Progress
-from engine.service import watches
+from engine.service import probing, watches
 from engine.service.batch import CHUNK, Batch, plan_all
 from engine.service.context import Runtime
 from engine.store.ports import Tx
@@ -46,9 +49,16 @@ class Scheduler:
     sequences: dict[str, Slots] = field(default_factory=dict)
     started: bool = False
     # Runs a watch's probe; without one (a service that only reads) nothing is polled.
-    observer: watches.Observer | None = None
+    observer: probing.Observer | None = None
+    # Probes that run side by side, in the pool's threads (docs/scheduling.md).
+    probe_threads: int = probing.SIZE
     # Seconds between progress lines of a long pass (a catch-up of many slots).
     progress_every: float = 5.0
+    probes: probing.ProbePool | None = None
+
+    def __post_init__(self) -> None:
+        if self.observer is not None and self.probes is None:
+            self.probes = probing.ProbePool(self.observer, self.probe_threads)
 
     # ---- start: reconcile the store with the rules ---------------------------------------
     def start(self, now: datetime) -> None:
@@ -113,8 +123,12 @@ class Scheduler:
             heapq.heappush(self.heap, _Due(nxt, name))
 
     # ---- a pass ----------------------------------------------------------------------
-    def run_pass(self, now: datetime | None = None) -> int:
-        """Fire every due loop; the number of ticks admitted (new or duplicate)."""
+    def run_pass(self, now: datetime | None = None, *, wait_for_probes: bool = True) -> int:
+        """Fire every due loop, start the due watch loops' probes in the pool, and record
+        the polls that have finished; the number of ticks admitted (new or duplicate).
+        `wait_for_probes`: wait for the probes started to finish, so their polls are
+        recorded by this pass (the CLI and tests); serve's runtime loop never waits and
+        records them on a later pass."""
         now = now or self.rt.clock()
         if not self.started:
             self.start(now)
@@ -123,22 +137,46 @@ class Scheduler:
             name = heapq.heappop(self.heap).loop
             if not due or due[-1] != name:
                 due.append(name)
-        if not due:
-            return 0
         loops = [self.rt.rules.loops[name] for name in dict.fromkeys(due)]
-        polled = [loop for loop in loops if self._polled(loop)]
         fired = 0
         slotted = [loop for loop in loops if loop.name in self.sequences]
         if slotted:
             with self.rt.store.write() as tx:
                 fired += self._fire(tx, slotted, now)
-        if polled:
-            assert self.observer is not None  # `_polled` holds only with one
-            result = watches.poll(self.rt, self.observer, polled, now)
-            fired += result.fired
-            for name, at in result.next.items():
-                heapq.heappush(self.heap, _Due(at, name))
-        return fired
+        self._start_polls([loop for loop in loops if self._polled(loop)], now)
+        return fired + self._take_polls(wait_for_probes)
+
+    def _start_polls(self, loops: list[Loop], now: datetime) -> None:
+        """Hand the due watch loops' probes to the pool; a loop's next poll goes on the
+        heap once its poll is recorded (or now, for a loop that is not polled)."""
+        if not loops or self.probes is None:
+            return
+        polled, nxt = watches.due(self.rt, loops, now)
+        self._push_polls(nxt)
+        for loop in polled:
+            self.probes.start(loop, self.rt.rules.probes[loop.trigger.probe or ""], now)
+
+    def _take_polls(self, wait: bool) -> int:
+        """Record the finished polls in one commit (given back to the pool when the
+        store fails, for the next pass); the ticks their changes admitted."""
+        if self.probes is None:
+            return 0
+        if wait:
+            self.probes.wait()
+        polls = self.probes.finished()
+        if not polls:
+            return 0
+        try:
+            result = watches.record(self.rt, polls)
+        except BaseException:
+            self.probes.put_back(polls)
+            raise
+        self._push_polls(result.next)
+        return result.fired
+
+    def _push_polls(self, nxt: dict[str, datetime]) -> None:
+        for name, at in nxt.items():
+            heapq.heappush(self.heap, _Due(at, name))
 
     def _polled(self, loop: Loop) -> bool:
         """A watch loop, and a probe runner to poll it with."""

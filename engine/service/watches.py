@@ -1,9 +1,10 @@
-"""Condition watches (docs/scheduling.md, "Condition watches"): poll each due watch
-loop's probe, then record what it saw and fire a change, in one commit.
+"""Condition watches (docs/scheduling.md, "Condition watches"): which due watch loops
+to poll, and what a finished poll records and fires, in one commit.
 
-The probes run first, outside any transaction (each in a thread of its own when
-several are due). Then one write transaction reads each loop's state and observation
-afresh, decides the poll purely (`engine.core.probes.next_observation`) and writes it:
+The probes run outside any transaction, in the probe pool (engine.service.probing),
+never in the runtime loop's thread. Once polls have finished, one write transaction
+reads each loop's state and observation afresh, decides the poll purely
+(`engine.core.probes.next_observation`) and writes it:
 a baseline or an unchanged poll is only counted; a change moves the row by a
 compare-and-set and admits the loop's tick (`watch:<loop>:<n>-<fp16>`) planned in the
 same commit, so two processes polling one database fire a change once; a failure is
@@ -12,8 +13,6 @@ recorded with its diagnostic and delays the next poll by the loop's backoff."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,19 +21,15 @@ from engine.core.decisions import Actor, Entity, JournalAction
 from engine.core.envelope import parse_iso
 from engine.core.probes import FAILING, Outcome, ProbeRun, Step, next_observation, observe
 from engine.core.records import LoopState, ObservationRecord
-from engine.core.registry import Probe
 from engine.core.ruleset import Loop
 from engine.core.ticks import watch_tick
 from engine.service.admission import admit_record
 from engine.service.context import Runtime
 from engine.service.planning import plan_safely
+from engine.service.probing import Poll
 from engine.store.ports import Tx
 
-# Runs one probe over a loop's static payload (engine.adapters.probe.ProbeRunner).
-Observer = Callable[[Probe, Mapping[str, Any]], ProbeRun]
-
 ACTOR = Actor.SCHEDULE
-MOST_AT_ONCE = 4  # probes of one pass run side by side in at most this many threads
 log = logging.getLogger("engine.watches")
 
 
@@ -54,24 +49,31 @@ class Polled:
     next: dict[str, datetime]
 
 
-def poll(rt: Runtime, observer: Observer, loops: list[Loop], now: datetime) -> Polled:
-    """Poll `loops` at `now`. A loop that is disabled in the store is dropped (no next
-    poll); a paused one is not polled and comes back after its cadence."""
+def due(rt: Runtime, loops: list[Loop], now: datetime) -> tuple[list[Loop], dict[str, datetime]]:
+    """Which of the due `loops` to poll at `now`, and the next poll of the others: a
+    loop that is disabled in the store is dropped (no next poll); a paused one is not
+    polled and comes back after its cadence."""
     with rt.store.read() as tx:
         states = {loop.name: tx.get_loop_state(loop.name) for loop in loops}
-    due = [loop for loop in loops if _active(states[loop.name])]
+    polled = [loop for loop in loops if _active(states[loop.name])]
     nxt: dict[str, datetime] = {
         loop.name: now + _cadence(loop)
         for loop in loops
-        if states[loop.name] is not None and loop not in due and _enabled(states[loop.name])
+        if states[loop.name] is not None and loop not in polled and _enabled(states[loop.name])
     }
-    runs = _run_probes(rt, observer, due)
+    return polled, nxt
+
+
+def record(rt: Runtime, polls: list[Poll]) -> Polled:
+    """Record finished polls in one commit, each at the instant it is of; each loop's
+    next poll."""
     fired = 0
+    nxt: dict[str, datetime] = {}
     with rt.store.write() as tx:
-        for loop in due:
-            step = _record(rt, tx, loop, runs[loop.name], now)
+        for poll in polls:
+            step = _record(rt, tx, poll.loop, poll.run, poll.at)
             fired += step is not None and step.outcome is Outcome.CHANGED
-            nxt[loop.name] = _next_poll(tx, loop, now)
+            nxt[poll.loop.name] = _next_poll(tx, poll.loop, poll.at)
     return Polled(fired, nxt)
 
 
@@ -85,17 +87,6 @@ def _active(state: LoopState | None) -> bool:
 
 def _cadence(loop: Loop) -> timedelta:
     return timedelta(seconds=loop.trigger.every_seconds or 0)
-
-
-def _run_probes(rt: Runtime, observer: Observer, loops: list[Loop]) -> dict[str, ProbeRun]:
-    def one(loop: Loop) -> ProbeRun:
-        probe = rt.rules.probes[loop.trigger.probe or ""]
-        return observer(probe, loop.payload)
-
-    if len(loops) <= 1:
-        return {loop.name: one(loop) for loop in loops}
-    with ThreadPoolExecutor(min(MOST_AT_ONCE, len(loops)), "engine-probe") as pool:
-        return dict(zip([loop.name for loop in loops], pool.map(one, loops), strict=True))
 
 
 def _record(rt: Runtime, tx: Tx, loop: Loop, run: ProbeRun, now: datetime) -> Step | None:

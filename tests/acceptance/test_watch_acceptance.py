@@ -6,9 +6,11 @@ answers come from the HTTP API."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +82,60 @@ def test_a_change_fires_once_across_serve_restarts(
     status, answer = third.request("GET", "/proposals?limit=100", token=TOKEN)
     assert status == 200
     assert [p["eventId"] for p in answer["proposals"] if p["loop"] == "ci-watch"] == fired
+
+
+def test_a_slow_probe_does_not_delay_planning(
+    clock: tuple[ServeClock, Path], tmp_path: Path
+) -> None:
+    """While serve's watch probe hangs (it answers only once the test lets it) in the
+    pool's one thread (`--probe-threads 1`), an injected event is admitted and planned,
+    and its poll is still unrecorded: the runtime loop did not wait on the probe. Let
+    go, the probe's poll is recorded, and the other watch's probe runs after it."""
+    serves, tree = clock
+    release, pidfile = tmp_path / "release", tmp_path / "probe.pid"
+    state = {"until": str(release), "pidfile": str(pidfile), "doc": DOC}
+    (tree / "ci.json").write_text(json.dumps(state))
+    serve = serves.start("2026-11-30T10:00:00Z", "--probe-threads", "1", config=tmp_path / "config")
+    assert eventually(lambda: pidfile.exists() and pidfile.read_text().isdigit())
+    probe = int(pidfile.read_text())
+    event = {
+        "eventId": "meanwhile",
+        "type": "test.changed",
+        "source": "test",
+        "occurredAt": "2026-11-30T10:00:00Z",
+        "payload": {
+            "loop": "elsewhere",
+            "window": "w",
+            "fingerprint": "0" * 64,
+            "previousFingerprint": "0" * 64,
+            "observedAt": "2026-11-30T10:00:00Z",
+        },
+    }
+    assert serve.request("POST", "/inject", event)[0] == 202
+    shown = serve.wait_for("/events/meanwhile", lambda a: a["decision"] is not None, TOKEN, 30)
+    assert shown["decision"]["kind"] == "propose"
+    assert alive(probe), "the runtime loop waited for the probe"
+    _, answer = serve.request("GET", "/schedules/ci-watch", token=TOKEN)
+    assert answer["schedule"]["observation"]["polls"] == 0
+    release.touch()
+    observation(serve, 30, lambda o: o["polls"] == 1 and o["status"] == "ok")
+    serve.wait_for(
+        "/schedules/slow-watch", lambda a: a["schedule"]["observation"]["polls"] == 1, TOKEN, 30
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def eventually(check: Callable[[], bool], seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()

@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from engine.bootstrap import open_service
+from engine.core.envelope import Envelope
 from engine.core.records import ObservationRecord
 from engine.loading import Paths
 from engine.service import Service
@@ -61,10 +62,13 @@ class Watch:
         return service
 
     def observation(self, loop: str = "ci-watch") -> ObservationRecord:
-        with self.services[-1].rt.store.read() as tx:
-            found = tx.get_observation(loop)
+        found = self.observation_or_none(loop)
         assert found is not None
         return found
+
+    def observation_or_none(self, loop: str = "ci-watch") -> ObservationRecord | None:
+        with self.services[-1].rt.store.read() as tx:
+            return tx.get_observation(loop)
 
     def events(self, loop: str = "ci-watch") -> list[str]:
         with self.services[-1].rt.store.read() as tx:
@@ -315,3 +319,66 @@ def test_the_schedule_view_shows_the_last_observation(watch: Watch) -> None:
         "diagnostic": None,
     }
     assert observation["observedAt"] == "2026-11-30T10:00:00.000000Z"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_slow_probe_holds_up_no_pass_of_the_runtime_loop(watch: Watch) -> None:
+    """A pass that does not wait for probes (serve's runtime loop) hands a due probe to
+    the pool and goes on: an event admitted while the probe is still running is
+    planned, and the poll is recorded by the first pass after the probe answered."""
+    release, pidfile = watch.root / "release", watch.root / "ci.pid"
+    watch.state("ci", until=str(release), pidfile=str(pidfile), doc=DOC)
+    service = watch.service()
+    service.pump(wait_for_probes=False)
+    assert eventually(lambda: pidfile.exists() and pidfile.read_text().isdigit())
+    probe = int(pidfile.read_text())
+    service.admit(changed_event("meanwhile"), "inject")
+    service.pump(wait_for_probes=False)
+    decision = service.event("meanwhile")["decision"]
+    assert decision is not None and decision.kind == "propose"
+    assert alive(probe), "the pass waited for the probe"
+    assert watch.observation_or_none() is None
+    release.touch()
+    assert eventually(lambda: service.pump(wait_for_probes=False) >= 0 and polled(watch))
+    assert watch.observation().status == "ok"
+    assert watch.observation().polls == 1
+
+
+def polled(watch: Watch) -> bool:
+    found = watch.observation_or_none()
+    return found is not None and found.polls >= 1
+
+
+def changed_event(event_id: str) -> Envelope:
+    """A `test.changed` event from outside (no loop's tick): planned by its route."""
+    fingerprint = "0" * 64
+    payload = {
+        "loop": "elsewhere",
+        "window": "w",
+        "fingerprint": fingerprint,
+        "previousFingerprint": fingerprint,
+        "observedAt": "2026-11-30T10:00:00Z",
+    }
+    return Envelope(
+        eventId=event_id,
+        type="test.changed",
+        source="test",
+        occurredAt=datetime(2026, 11, 30, 10, tzinfo=UTC),
+        payload=payload,
+    )
+
+
+def eventually(check: Callable[[], bool], seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()

@@ -107,6 +107,31 @@ def test_a_paused_loop_cancels_its_waiting_retry() -> None:
     assert of(plan, Counters) == [Counters("nightly", 0, 0, None)]
 
 
+def test_a_retry_waits_for_no_run_in_flight_of_its_loop() -> None:
+    """A retry that comes due while a run of its one-at-a-time loop is in flight (an
+    operator approved another slot's proposal) is decided like a tick then: a no-op
+    `previous_run_in_flight`, the occurrence ended `nothing_to_do`, no second run, and
+    counted neither as a failure nor as a quiet no-op."""
+    occ = waiting("nightly")
+    plan = resume(occ, RULES, facts("nightly", in_flight=True), MACHINES, AT)
+    assert of(plan, QueueRun) == []
+    ended = of(plan, Transition)[-1]
+    assert (ended.expect, ended.changes["state"]) == ("triaging", "nothing_to_do")
+    concluded = of(plan, Journal)[-1]
+    assert concluded.action == "concluded"
+    assert concluded.data == {"reason": "previous_run_in_flight"}
+    assert concluded.note == "a run of loop 'nightly' is still in flight"
+    assert of(plan, Counters) == [Counters("nightly", 0, 0, None)]
+
+
+def test_a_retry_of_a_loop_that_allows_overlap_runs_beside_another() -> None:
+    """A loop with `overlap allow` runs its retry whatever else of it is in flight."""
+    occ = waiting("budgeted")
+    history = History(None, 0, {}, None, 0)
+    plan = resume(occ, RULES, facts("budgeted", in_flight=True, history=history), MACHINES, AT)
+    assert len(of(plan, QueueRun)) == 1
+
+
 def test_a_used_up_daily_budget_stops_the_retry() -> None:
     """Triage reads the day's use afresh: a retry after the loop's one daily run was
     used ends `budget_exhausted` and queues nothing."""
