@@ -14,14 +14,16 @@ _PARTS = re.compile(r"[^/:@?&=#,;+\s]+")
 
 def hidden_parts(url: str, shown: str) -> frozenset[str]:
     """The parts of `url` (between its separators) that its shown form `shown` does
-    not contain: what to mask wherever the URL may be quoted (each also as it reads
-    percent-decoded)."""
-    found = set()
-    for part in _PARTS.findall(url):
-        if part not in shown:
-            found.add(part)
-            found.add(urllib.parse.unquote(part))
-    return frozenset(found)
+    not contain, and its password whatever else shows the same text: what to mask
+    wherever the URL may be quoted (each also as it reads percent-decoded)."""
+    found = {part for part in _PARTS.findall(url) if part not in shown}
+    try:
+        password = urllib.parse.urlsplit(url).password
+    except ValueError:  # not URL-shaped enough to have one
+        password = None
+    if password:
+        found.add(password)
+    return frozenset(found | {urllib.parse.unquote(p) for p in found})
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:

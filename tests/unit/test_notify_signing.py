@@ -10,12 +10,13 @@ import hmac
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook
 
 from engine.core.records import NotificationRecord
 from engine.notify import message, signing
+from engine.notify.config import secret_parts
 from engine.notify.redact import MASK, hidden_parts, scrub, web_url
 
 # The example of the Standard Webhooks specification's reference libraries.
@@ -116,3 +117,21 @@ def test_the_parts_a_shown_url_hides_are_masked_wherever_quoted() -> None:
     assert hidden == {"p%40ssw0rd", "p@ssw0rd"}
     said = scrub("could not log in as bot with p@ssw0rd at 127.0.0.1/hooks", hidden)
     assert said == f"could not log in as bot with {MASK} at 127.0.0.1/hooks"
+
+
+@settings(deadline=None)  # the first example loads Apprise's plugins (most of a second)
+@given(
+    password=st.text(
+        st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~"),
+        min_size=1,
+        max_size=24,
+    )
+)
+def test_a_password_never_survives_masking_whatever_it_is(password: str) -> None:
+    """For any password of an Apprise URL (even one spelt like its host, user or
+    path), a text quoting the URL and the password, masked with what the sink keeps
+    secret, holds the password nowhere."""
+    url = f"json://bot:{password}@127.0.0.1:8080/hooks"
+    hidden = secret_parts(url)
+    said = scrub(f"could not reach {url}: the password {password} was refused", hidden | {url})
+    assert password not in said
