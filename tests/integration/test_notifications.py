@@ -7,6 +7,7 @@ calls."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from engine.core.paging import NotificationQuery
 from engine.loading import Paths
 from engine.notify import config
 from engine.notify.config import Notifying
+from engine.notify.sinks import WebhookSink
 from engine.service import Service
 from engine.service.notifications import notify
 
@@ -225,7 +227,10 @@ def test_two_serves_on_one_database_send_each_notification_once(
     request), another serve's pass over the same database finds nothing due: the
     claim is taken; the notification reaches the receiver once."""
     r = world.receiver
-    world.sinks(ENGINE_NOTIFY_WEBHOOK=r.url("/hook"))
+    (hook,) = world.sinks(ENGINE_NOTIFY_WEBHOOK=r.url("/hook")).sinks
+    assert isinstance(hook, WebhookSink)
+    patient = dataclasses.replace(hook, timeout=120)  # the hold never outlasts it
+    world.service.notifying = Notifying((patient,))
     world.announce()
     other = open_service(database, runtime_paths, clock=world.clock)
     other.notifying = world.service.notifying
