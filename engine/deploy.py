@@ -19,6 +19,10 @@ KINDS = ("launchd", "systemd")
 ENV_TEMPLATE = "engine.env.template"
 USER_ENV_FILE = "%h/.config/engine/engine.env"
 URL_ENV = "ENGINE_DATABASE_URL"  # engine.bootstrap's; not imported: it pulls in the store
+# engine.notify.config's (docs/notifications.md); not imported: it pulls in the loader
+NOTIFY_URLS_ENV = "ENGINE_NOTIFY_URLS"
+NOTIFY_WEBHOOK_ENV = "ENGINE_NOTIFY_WEBHOOK"
+NOTIFY_SECRET_ENV = "ENGINE_NOTIFY_WEBHOOK_SECRET"
 # Exit statuses a restart cannot fix (docs/cli.md#exit-codes): systemd stops there.
 PREVENT_RESTART = (ConfigError.exit_code,)
 
@@ -28,6 +32,9 @@ SECRETS = (
     (OPERATOR_TOKEN_ENV, "operator tokens, name:token[,name:token...] (operator routes)", False),
     (GITHUB_SECRET_ENV, "GitHub webhook secret(s), comma-separated for rotation", False),
     (URL_ENV, "instead of <home>/var/engine.db: postgresql://user:password@host/db", True),
+    (NOTIFY_URLS_ENV, "notification sinks: Apprise URLs, comma-separated (chat, mail, push)", True),
+    (NOTIFY_WEBHOOK_ENV, "the generic notification webhook, https://...", True),
+    (NOTIFY_SECRET_ENV, "its Standard Webhooks signing secret, whsec_<base64>", True),
 )
 
 

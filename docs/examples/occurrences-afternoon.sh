@@ -18,8 +18,8 @@ work 2026-12-01T14:00:05Z
 # 15:00: the day's six runs are spent (the cancelled one counts): triage answers
 # nothing_to_do.
 hour 15
-# 15:00:10: serve delivers the notifications written since its last pass.
+# 15:00:10: serve's notifier delivers the notifications written since its last pass.
 serve 2026-12-01T15:00:10Z
-wait_db var/engine.db "select count(*) from notifications where delivered_at is null" \
+wait_db var/engine.db "select count(*) from notifications where delivery = 'pending'" \
   "the notifications to be delivered"
 stop

@@ -16,8 +16,8 @@ planned() {  # until serve planned what it admitted and published its outbox
     + (select count(*) from outbox where published_at is null)" "serve to plan its events"
 }
 serve() {  # serve START: serve (planning only) with the clock at START, in the background
-  # Its first pass fires the due slots, resumes due retries, delivers due notifications
-  # and plans; a stop lets the pass in hand finish.
+  # Its first pass fires the due slots, resumes due retries and plans, while its
+  # notifier delivers the notifications due; a stop lets the passes in hand finish.
   ENGINE_NOW=$1 engine serve --no-worker --port "$port" >>var/story.log 2>&1 &
   pid=$!
   wait_ready "$port"

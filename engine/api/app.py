@@ -1,16 +1,18 @@
 """The aiohttp application: `make_app(service, settings)`. Resources live in
-`cleanup_ctx` and are released in reverse order on shutdown: the embedded worker
-stops, then the runtime loop (its in-flight pump finishes its transaction), then the
-intake's writer (what is queued commits), then the store closes (after any write
-still holding it)."""
+`cleanup_ctx` and are released in reverse order on shutdown: the notifier stops (after
+the notification in hand), the embedded worker stops, then the runtime loop (its
+in-flight pump finishes its transaction), then the intake's writer (what is queued
+commits), then the store closes (after any write still holding it)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
@@ -37,7 +39,7 @@ def make_app(service: Service, settings: Settings) -> web.Application:
     app[WAKE] = asyncio.Event()
     app[HURRY] = asyncio.Event()
     app[INTAKE] = GroupCommit(service.admit_batch)
-    app.cleanup_ctx.extend([_store, _intake, _runtime_loop, _worker])
+    app.cleanup_ctx.extend([_store, _intake, _runtime_loop, _worker, _notifier])
     for table in ROUTES:
         app.add_routes(table)
     pages.setup(app)  # the operator's web pages at / (docs/web.md)
@@ -69,6 +71,23 @@ async def pump_forever(
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), idle)
+
+
+async def notify_forever(service: Service, stop: threading.Event, every: float) -> None:
+    """Serve's notifier (docs/notifications.md#delivery): a delivery pass every `every`
+    seconds, in a thread of its own, so a slow or hanging sink never holds the runtime
+    loop, the intake or the reads; a pass ends after the notification in hand once
+    `stop` is set."""
+    with ThreadPoolExecutor(1, thread_name_prefix="engine-notify") as thread:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            try:
+                await loop.run_in_executor(thread, service.deliver_notifications, stop.is_set)
+            except Unavailable as err:  # a busy or unwritable store: one line, no traceback
+                log.warning("notifier: %s; retrying in %.1fs", err.message, every)
+            except Exception:
+                log.exception("notifier: a pass failed; retrying in %.1fs", every)
+            await loop.run_in_executor(thread, stop.wait, every)
 
 
 def _spawn(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
@@ -134,6 +153,18 @@ async def _runtime_loop(app: web.Application) -> AsyncIterator[None]:
     stop.set()
     app[WAKE].set()
     await _drain(task, None)  # never hurried: its pass finishes its transaction
+
+
+async def _notifier(app: web.Application) -> AsyncIterator[None]:
+    service = app[SERVICE]
+    if not service.notifying.sinks:
+        yield
+        return
+    stop = threading.Event()
+    task = _spawn(notify_forever(service, stop, app[SETTINGS].notify_seconds), "notifier")
+    yield
+    stop.set()
+    await _drain(task, None)  # never hurried: the notification in hand is recorded
 
 
 async def _worker(app: web.Application) -> AsyncIterator[None]:

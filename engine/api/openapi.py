@@ -153,6 +153,10 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("GET", "/runs"): Operation("Runs, newest first, a page at a time", {200: schema.RunsPage}),
     ("GET", "/runs/{id}"): Operation("One run", {200: schema.OneRun}, _ID),
+    ("GET", "/notifications"): Operation(
+        "Notifications with their delivery state per sink, newest first, a page at a time",
+        {200: schema.NotificationsPage},
+    ),
     ("GET", "/journal"): Operation(
         "The journal, oldest first after `after`", {200: schema.JournalPage}
     ),

@@ -18,8 +18,10 @@ from engine.core.records import (
     EventRecord,
     FindingRecord,
     JournalEntry,
+    NotificationRecord,
     ProposalRecord,
     RunRecord,
+    SinkDelivery,
     camel,
 )
 
@@ -44,6 +46,16 @@ Proposal = _record_model("Proposal", ProposalRecord)
 Run = _record_model("Run", RunRecord)
 Entry = _record_model("JournalEntry", JournalEntry)
 Finding = _record_model("Finding", FindingRecord)
+SinkDeliveryModel = _record_model("SinkDelivery", SinkDelivery)
+_Notification = _record_model("NotificationRecord", NotificationRecord)
+
+
+class Notification(_Notification):  # type: ignore[valid-type,misc]
+    """A notification (docs/notifications.md): what it announces (`kind`, `state`,
+    `message`, `links`), its delivery across the sinks (`delivery`: pending,
+    delivered or failed; `attempts`: the most any sink made) and each sink's row."""
+
+    sinks: list[SinkDeliveryModel]  # type: ignore[valid-type]
 
 
 class Error(BaseModel):
@@ -72,6 +84,12 @@ class ProposalsPage(BaseModel):
 class RunsPage(BaseModel):
     model_config = _CLOSED
     runs: list[Run]  # type: ignore[valid-type]
+    next: str | None = Field(description="the cursor of the older page; null at the end")
+
+
+class NotificationsPage(BaseModel):
+    model_config = _CLOSED
+    notifications: list[Notification]
     next: str | None = Field(description="the cursor of the older page; null at the end")
 
 

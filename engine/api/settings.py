@@ -103,6 +103,7 @@ class Settings:
     github_body_limit: int = GITHUB_BODY_LIMIT
     staleness_seconds: int = 300  # signed timestamps this far off either way are refused
     pump_seconds: float = 1.0  # the runtime loop's idle interval
+    notify_seconds: float = 1.0  # how often the notifier looks for notifications due
     worker: bool = True  # run the embedded worker
     worker_id: str = field(default_factory=default_worker_id)
     poll_seconds: float = 1.0

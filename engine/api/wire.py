@@ -48,6 +48,16 @@ def runs(page: Page[RunRecord]) -> dict[str, Any]:
     return {"runs": records(page.items), "next": page.next}
 
 
+def notifications(page: Page[dict[str, Any]]) -> dict[str, Any]:
+    """A page of notifications (docs/api.md#get-notifications), each with `sinks`: its
+    delivery at each sink."""
+    listed = [
+        {**(record(item["notification"]) or {}), "sinks": records(item["sinks"])}
+        for item in page.items
+    ]
+    return {"notifications": listed, "next": page.next}
+
+
 def journal(entries: list[JournalEntry], after: int) -> dict[str, Any]:
     """`next` is the `after` that continues where this page stopped."""
     last = max((e.seq or 0 for e in entries), default=after)

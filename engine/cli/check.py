@@ -12,6 +12,7 @@ from engine.cli import exits
 from engine.cli.common import add_json_option, add_rules_options, paths_from, print_json
 from engine.core.compiler import describe
 from engine.loading import digest, load_rules
+from engine.notify.config import check_file
 
 
 def register(sub: Any) -> None:
@@ -65,6 +66,7 @@ def run_check(args: argparse.Namespace) -> int:
         cache = check_cache.CheckCache(check_cache.default_directory())
     try:
         rules = load_rules(paths, cache)
+        check_file(paths.config)  # config/notifications.yaml (docs/notifications.md)
     except RulesError as err:
         return _report(err, args.json)
     summary = dict(describe(rules))

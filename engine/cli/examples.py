@@ -30,6 +30,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "engine github replay ping.json --event ping",
         "engine github replay pr.json --event pull_request --url http://127.0.0.1:7598",
     ),
+    "notifications": (
+        "engine notifications",
+        "engine notifications --delivery failed --loop reaper",
+        "engine notifications --limit 20 --json",
+    ),
     "proposals": (
         "engine proposals",
         "engine proposals --state all --limit 10",

@@ -40,6 +40,7 @@ COMMANDS = {
     "runs": "engine.cli.inspect",
     "events": "engine.cli.inspect",
     "journal": "engine.cli.inspect",
+    "notifications": "engine.cli.notifications",
     "explain": "engine.cli.inspect",
     "simulate": "engine.cli.simulate",
     "schedule": "engine.cli.schedule",

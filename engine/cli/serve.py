@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,9 @@ from engine.cli.render import fail
 from engine.errors import EngineError
 from engine.logs import add_options as add_log_options
 from engine.logs import configure_from as configure_logging
+from engine.notify import config as notify_config
+from engine.notify.config import Notifying
+from engine.notify.sinks import WebhookSink
 from engine.service import probing
 
 log = logging.getLogger("engine.serve")
@@ -35,6 +39,12 @@ Secrets come from the environment only:
                          operator routes answer 401)
   {GITHUB_SECRET_ENV}  GitHub webhook secret(s), comma-separated for
                          rotation (unset: POST /github answers 401)
+
+Notifications go to every sink of ENGINE_NOTIFY_URLS (Apprise URLs),
+ENGINE_NOTIFY_WEBHOOK (signed with ENGINE_NOTIFY_WEBHOOK_SECRET, a whsec_ key),
+ENGINE_NOTIFY_LOG (a JSON-lines file) and config/notifications.yaml, delivered off the
+runtime loop and retried with backoff (docs/notifications.md); none: they stay in the
+database (`engine notifications` lists them).
 
 Logs go to stderr, as text or one JSON object per line (--log-format, else
 ENGINE_LOG_FORMAT), at --log-level and above (else ENGINE_LOG_LEVEL, else info);
@@ -139,6 +149,19 @@ def _warn_closed(settings: Settings) -> None:
         log.warning("%s is not set: POST /github refuses every delivery", GITHUB_SECRET_ENV)
 
 
+def _tell_sinks(notifying: Notifying) -> None:
+    """One line naming each sink (its secrets masked), and a warning for an unsigned
+    webhook."""
+    if not notifying.sinks:
+        log.info("notifications: no sink configured; they stay in the database")
+        return
+    shown = ", ".join(f"{s['name']} ({s['kind']} {s['target']})" for s in notifying.describe())
+    log.info("notifications go to %d sink(s): %s", len(notifying.sinks), shown)
+    for sink in notifying.sinks:
+        if isinstance(sink, WebhookSink) and sink.key is None:
+            log.warning("sink %s: the webhook is not signed (no secret configured)", sink.name)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from engine.api.app import make_app  # imported here: the other commands start without aiohttp
     from engine.api.serving import serve
@@ -156,9 +179,11 @@ def run_serve(args: argparse.Namespace) -> int:
             body_seconds=args.body_timeout,
         )
         service = open_service(db, paths, probe_threads=args.probe_threads)
-    except (EngineError, RulesError) as err:  # bad settings, ENGINE_NOW, or rules
+        service.notifying = notify_config.load(paths.config, os.environ)
+    except (EngineError, RulesError) as err:  # bad settings, ENGINE_NOW, rules, sinks
         return exits.at_start(err, fail(err))
     _warn_closed(settings)
+    _tell_sinks(service.notifying)
     log_rule_warnings(service, log)
     app = make_app(service, settings)
     try:

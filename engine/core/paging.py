@@ -1,5 +1,6 @@
-"""Filtered, cursor-paged reads of the runs, proposals, events and the journal, newest
-first: the filters (`RunQuery`, `ProposalQuery`, `EventQuery`, `JournalQuery`), one page
+"""Filtered, cursor-paged reads of the runs, proposals, events, the journal and the
+notifications, newest first: the filters (`RunQuery`, `ProposalQuery`, `EventQuery`,
+`JournalQuery`, `NotificationQuery`), one page
 of results (`Page`) and the cursor text that asks for the next, older, page. A cursor is
 opaque to its caller: it is what `next` gave, passed back as it was (it is URL-safe, for
 `?before=`); anything else is a `BadRequest` whose reason is `bad_cursor`."""
@@ -68,6 +69,16 @@ class JournalQuery:
     actor: str | None = None  # exact
     since: str | None = None  # at >= since
     until: str | None = None  # at < until
+    before: int | None = None  # seq strictly lower
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationQuery:
+    """Which notifications a page holds; every filter given must hold (None: any). Its
+    cursor is the journal's kind (a seq)."""
+
+    loop: str | None = None
+    delivery: str | None = None  # "pending" | "delivered" | "failed"
     before: int | None = None  # seq strictly lower
 
 

@@ -236,8 +236,10 @@ class FindingRecord:
 
 @dataclass(frozen=True, slots=True)
 class NotificationRecord:
-    """An announcement waiting for (or past) delivery to the configured sink. `seq` is
-    the store's (ignored when enqueuing)."""
+    """An announcement waiting for (or past) delivery to the configured sinks
+    (docs/notifications.md). `seq` is the store's (ignored when enqueuing); `delivery`
+    is its state across the sinks (engine.core.delivery: pending, delivered, failed),
+    `attempts` the most any sink made, `next_attempt_at` when one is due again."""
 
     seq: int
     at: str
@@ -252,6 +254,22 @@ class NotificationRecord:
     attempts: int = 0
     last_error: str | None = None
     next_attempt_at: str | None = None
+    delivery: str = "pending"
+
+
+@dataclass(frozen=True, slots=True)
+class SinkDelivery:
+    """One notification at one sink (by the sink's name): pending (not taken yet, or
+    failed and due again at `next_attempt_at`), delivered, or failed (given up)."""
+
+    seq: int
+    sink: str
+    state: str = "pending"
+    attempts: int = 0
+    last_error: str | None = None
+    last_attempt_at: str | None = None
+    next_attempt_at: str | None = None
+    delivered_at: str | None = None
 
 
 def camel(name: str) -> str:

@@ -12,6 +12,7 @@ from engine.core.envelope import Envelope
 from engine.core.paging import (
     EventQuery,
     JournalQuery,
+    NotificationQuery,
     Page,
     ProposalQuery,
     RunQuery,
@@ -28,6 +29,7 @@ from engine.core.records import (
 )
 from engine.core.states import FindingStatus, ProposalState
 from engine.errors import NotFound
+from engine.notify.config import Notifying
 from engine.service import (
     admission,
     explain,
@@ -47,7 +49,6 @@ from engine.service import doctor as checks
 from engine.service.admission import Admission
 from engine.service.context import Runtime
 from engine.service.doctor import PILEUP
-from engine.service.notifications import sink_from_env
 from engine.service.runs import Execution
 from engine.service.scheduler import Scheduler
 
@@ -57,8 +58,6 @@ __all__ = ["Admission", "Execution", "Runtime", "Service"]
 # worker's run is requeued or failed (by the policy in engine.service.runs) even when
 # the reaper loop is off.
 LEASE_SWEEP = timedelta(seconds=15)
-# How often the loop hands waiting notifications to the sink (an HTTP call each).
-NOTIFY_EVERY = timedelta(seconds=5)
 
 
 class Service:
@@ -70,9 +69,10 @@ class Service:
     ) -> None:
         self.rt = runtime
         self.scheduler = Scheduler(runtime, observer=observer, probe_threads=probe_threads)
-        self.sink = sink_from_env()
+        # where serve's notifier delivers (engine.notify.config.load; none: they stay
+        # in the store, listed by `engine notifications`)
+        self.notifying = Notifying()
         self._last_sweep: datetime | None = None
-        self._last_notify: datetime | None = None
         self._recovered = False
 
     # ---- intake and planning ------------------------------------------------------
@@ -118,17 +118,17 @@ class Service:
             self._last_sweep = now
             done += len(leases.recover_expired(self.rt, apply=True))
         done += retries.resume_due(self.rt)
-        if self.sink.configured and (
-            self._last_notify is None or now - self._last_notify >= NOTIFY_EVERY
-        ):
-            self._last_notify = now
-            notifications.deliver_pending(self.rt, self.sink)
         done += self.publish_outbox()
         while True:  # until none is left: planning may admit ticks (on_event, after)
             planned = self.plan_pending()
             done += planned
             if planned == 0:
                 return done
+
+    def deliver_notifications(self, stopping: Callable[[], bool] = lambda: False) -> int:
+        """One delivery pass of the notifications due (serve's notifier calls it, off the
+        runtime loop), until `stopping()`; how many it left delivered."""
+        return notifications.deliver_due(self.rt, self.notifying, stopping=stopping)
 
     def wake_on_polls(self, wake: Callable[[], None]) -> None:
         """Have `wake` called (from a probe thread) each time a watch's poll finishes, so
@@ -354,6 +354,11 @@ class Service:
         with self.rt.store.read() as tx:
             found = tx.page_events(query, page_limit(limit) + 1)
         return _keyed_page(found, limit, lambda e: (e.admitted_at, e.event_id))
+
+    def notifications_page(self, query: NotificationQuery, limit: int = 50) -> Page[dict[str, Any]]:
+        """A page of notifications with their delivery state per sink, newest first
+        (docs/notifications.md#listing-them)."""
+        return notifications.page(self.rt, query, limit)
 
     def journal_page(self, query: JournalQuery, limit: int = 100) -> Page[JournalEntry]:
         """A page of the journal, newest first; `next` asks for the older entries

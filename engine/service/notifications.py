@@ -1,64 +1,35 @@
-"""Quiet notifications (docs/occurrences.md#notifications): written in the same transaction as the
-state change they report, only when that state changed, each linking durable ids; delivered later
-from the table (an outbox) to the configured sink.
+"""Quiet notifications (docs/notifications.md): written in the same transaction as the
+state change they report, only when that state changed, each linking durable ids;
+delivered later from the table (an outbox) to every configured sink by serve's
+notifier, off the runtime loop.
 
-The sink comes from the environment (a webhook URL may carry a token):
-ENGINE_NOTIFY_WEBHOOK=https://… (POST application/json, one notification per request)
-or ENGINE_NOTIFY_LOG=/path/file.jsonl (one JSON line each). Neither: notifications stay
-in the `notifications` table only. Delivery is at least once: a serve that
-dies between sending and recording sends again; a failed delivery is retried with a
-capped backoff."""
+A delivery pass reads what is due, claims it (compare-and-set: of several serves on
+one database, one sends each), and for each notification tries every sink that is
+due (engine.core.delivery decides which, and what each attempt leaves), outside any
+transaction; then writes the sinks' rows and the notification's state at once.
+Delivery is at least once: a serve that dies between sending and recording, or after
+its claim ran out, sends again."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
-from datetime import timedelta
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from engine.core.decide import dedup_key, notice
+from engine.core.delivery import CLAIM, DeliveryState, attempted, due_sinks, settled
 from engine.core.envelope import iso
-from engine.core.records import NotificationRecord
+from engine.core.paging import NotificationQuery, Page, journal_cursor_text, page_limit
+from engine.core.records import NotificationRecord, SinkDelivery
+from engine.notify.config import Notifying
+from engine.notify.sinks import DeliveryFailed, Sink
 from engine.service.context import Runtime
 from engine.store.ports import Tx
 
 log = logging.getLogger("engine.notify")
 
-WEBHOOK_ENV = "ENGINE_NOTIFY_WEBHOOK"
-LOG_ENV = "ENGINE_NOTIFY_LOG"
-TIMEOUT_S = 5.0
-RETRY_BASE_S = 30
-RETRY_MAX_S = 3600
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-@dataclass(frozen=True)
-class Sink:
-    """Where notifications go: a webhook URL, a JSON-lines file, or nowhere."""
-
-    webhook: str | None = None
-    log_file: Path | None = None
-
-    @property
-    def configured(self) -> bool:
-        return self.webhook is not None or self.log_file is not None
-
-    def describe(self) -> str:
-        if self.webhook:
-            return "webhook"
-        return f"log {self.log_file}" if self.log_file else "none"
-
-
-def sink_from_env(environ: dict[str, str] | None = None) -> Sink:
-    env = os.environ if environ is None else environ
-    webhook = env.get(WEBHOOK_ENV) or None
-    path = env.get(LOG_ENV) or None
-    return Sink(webhook=webhook, log_file=Path(path) if path else None)
+BATCH = 50  # notifications one pass claims
 
 
 def notify(
@@ -91,57 +62,92 @@ def last_state(
     return tx.last_notification_state(dedup_key(kind, loop, repo, subject))
 
 
-def body(n: NotificationRecord) -> dict[str, Any]:
-    return {
-        "seq": n.seq,
-        "at": n.at,
-        "kind": n.kind,
-        "loop": n.loop,
-        "repo": n.repo,
-        "state": n.state,
-        "message": n.message,
-        "links": n.links,
-    }
+# ---- delivering ------------------------------------------------------------------------
 
 
-def send(sink: Sink, n: NotificationRecord) -> None:
-    """Deliver one notification; OSError (or URLError) when it could not be."""
-    data = json.dumps(body(n), separators=(",", ":"), sort_keys=True)
-    if sink.log_file is not None:
-        sink.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with sink.log_file.open("a", encoding="utf-8") as out:
-            out.write(data + "\n")
-    if sink.webhook is not None:
-        request = urllib.request.Request(
-            sink.webhook,
-            data=data.encode(),
-            headers={"Content-Type": "application/json", "User-Agent": "engine-notify"},
-            method="POST",
-        )
-        with _NO_PROXY.open(request, timeout=TIMEOUT_S) as response:
-            if response.status >= 300:
-                raise OSError(f"the webhook answered {response.status}")
-
-
-def deliver_pending(rt: Runtime, sink: Sink, limit: int = 50) -> int:
-    """Send what is due; each result recorded in its own short transaction (never an
-    HTTP call inside a write transaction). The number delivered."""
-    if not sink.configured:
+def deliver_due(
+    rt: Runtime,
+    notifying: Notifying,
+    limit: int = BATCH,
+    stopping: Callable[[], bool] = lambda: False,
+) -> int:
+    """One pass: claim what is due (up to `limit`) and try each of its due sinks, until
+    `stopping()` says to stop (a claim not tried is tried again when it runs out). The
+    number of notifications it left delivered."""
+    if not notifying.sinks:
         return 0
     with rt.store.read() as tx:
-        pending = tx.pending_notifications(rt.now(), limit)
-    delivered = 0
-    for n in pending:
-        try:
-            send(sink, n)
-        except (OSError, urllib.error.URLError, ValueError) as err:
-            delay = min(RETRY_BASE_S * 2**n.attempts, RETRY_MAX_S)
-            retry_at = iso(rt.clock() + timedelta(seconds=delay))
-            log.warning("notification %s to %s failed: %s", n.seq, sink.describe(), err)
-            with rt.store.write() as tx:
-                tx.notification_failed(n.seq, str(err)[:500], retry_at)
-            continue
-        with rt.store.write() as tx:
-            tx.mark_notification_delivered(n.seq, rt.now())
-        delivered += 1
-    return delivered
+        due = tx.pending_notifications(rt.now(), limit)
+    if not due:
+        return 0
+    until = iso(rt.clock() + CLAIM)
+    with rt.store.write() as tx:
+        mine = [n for n in due if tx.claim_notification(n.seq, n.next_attempt_at, until)]
+        rows = tx.sink_deliveries(n.seq for n in mine)
+    done = 0
+    for n in mine:
+        if stopping():
+            break
+        before = {d.sink: d for d in rows.get(n.seq, [])}
+        done += _deliver(rt, notifying, n, before) == DeliveryState.DELIVERED
+    return done
+
+
+def _deliver(
+    rt: Runtime, notifying: Notifying, n: NotificationRecord, before: Mapping[str, SinkDelivery]
+) -> str:
+    """Try each due sink once, then record the rows and the notification's state."""
+    wanted = set(due_sinks(notifying.names, before, rt.now()))
+    tried = [
+        _attempt(sink, n, before.get(sink.name), rt.clock(), notifying)
+        for sink in notifying.sinks
+        if sink.name in wanted
+    ]
+    after = settled(n, notifying.names, {**before, **{d.sink: d for d in tried}})
+    with rt.store.write() as tx:
+        tx.record_sink_deliveries(tried)
+        tx.settle_notification(after)
+    return after.delivery
+
+
+def _attempt(
+    sink: Sink,
+    n: NotificationRecord,
+    before: SinkDelivery | None,
+    at: datetime,
+    notifying: Notifying,
+) -> SinkDelivery:
+    """Send once; the row the attempt leaves (logged by sink name, never its URL)."""
+    try:
+        sink.send(n)
+        error = None
+    except DeliveryFailed as err:
+        error = err.reason
+    row = attempted(n.seq, sink.name, before, error, at, notifying.policy)
+    if error is not None:
+        then = "gave up" if row.state == DeliveryState.FAILED else f"next at {row.next_attempt_at}"
+        log.warning(
+            "notification %s to sink %s failed (attempt %d of %d; %s): %s",
+            n.seq,
+            sink.name,
+            row.attempts,
+            notifying.policy.attempts,
+            then,
+            error,
+        )
+    return row
+
+
+# ---- reading ----------------------------------------------------------------------------
+
+
+def page(rt: Runtime, query: NotificationQuery, limit: int) -> Page[dict[str, Any]]:
+    """A page of notifications, newest first, each with its sinks' rows (`sinks`);
+    `next` asks for the older ones (a seq, as the journal's cursor)."""
+    with rt.store.read() as tx:
+        found = tx.page_notifications(query, page_limit(limit) + 1)
+        items = found[:limit]
+        rows = tx.sink_deliveries(n.seq for n in items)
+    more = len(found) > limit and items
+    listed = [{"notification": n, "sinks": rows.get(n.seq, [])} for n in items]
+    return Page(listed, journal_cursor_text(items[-1].seq) if more else None)

@@ -41,7 +41,6 @@ from engine.errors import BadRequest, Conflict, NotFound
 from engine.service import Service
 from engine.service.context import Runtime
 from engine.service.executions import Execution
-from engine.service.notifications import Sink
 from engine.store.memory import MemoryDatabase, MemoryStore
 from engine.store.ports import Store, Tx
 
@@ -200,9 +199,7 @@ class _Driver:
     def _process(self) -> Service:
         """A new engine process: its scheduler starts from the store, and it notifies
         nobody."""
-        service = Service(self.rt)
-        service.sink = Sink()
-        return service
+        return Service(self.rt)  # no sinks: serve's notifier is not simulated
 
     def run(self) -> None:
         at = self.scenario.awake(self.scenario.start)

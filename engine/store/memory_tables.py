@@ -36,6 +36,7 @@ from engine.core.records import (
     OutboxItem,
     ProposalRecord,
     RunRecord,
+    SinkDelivery,
     SkipRecord,
 )
 from engine.store.memory_index import EMPTY, Grouped, Timeline
@@ -87,8 +88,9 @@ NOT_NULL: dict[type, tuple[str, ...]] = {
         "first_seen_at", "last_seen_at",
     ),
     NotificationRecord: (
-        "at", "kind", "state", "links", "message", "dedup_key", "attempts",
+        "at", "kind", "state", "links", "message", "dedup_key", "attempts", "delivery",
     ),
+    SinkDelivery: ("seq", "sink", "state", "attempts"),
     ObservationRecord: (
         "loop", "changes", "status", "diagnostic", "consecutive_failures", "polls",
     ),
@@ -132,7 +134,8 @@ class Tables:
     findings: Map[str, FindingRecord] = EMPTY
     finding_keys: Map[str, str] = EMPTY  # semantic key -> id
     notifications: Map[int, NotificationRecord] = EMPTY  # by seq, as the journal
-    undelivered: Map[int, None] = EMPTY
+    undelivered: Map[int, None] = EMPTY  # the pending notifications
+    sink_deliveries: Map[int, Map[str, SinkDelivery]] = EMPTY  # seq -> sink -> its row
     last_notified: Map[str, int] = EMPTY  # dedup key -> the seq of its last notification
 
     def clone(self) -> Tables:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
+from engine.core.paging import NotificationQuery
 from engine.core.records import (
     DecisionRecord,
     DeliveryRecord,
@@ -24,6 +25,7 @@ from engine.core.records import (
     OccurrenceRecord,
     OutboxItem,
     ProposalRecord,
+    SinkDelivery,
     SkipRecord,
 )
 from engine.store.memory_index import EMPTY, in_order
@@ -398,7 +400,7 @@ class MemoryTx(PagesTx):
         row = stored(n, links=as_json(n.links), seq=seq)
         t.notifications = t.notifications.set(seq, row)
         t.last_notified = t.last_notified.set(row.dedup_key, seq)
-        if row.delivered_at is None:
+        if row.delivery == "pending":
             t.undelivered = t.undelivered.set(seq, None)
         return seq
 
@@ -411,35 +413,70 @@ class MemoryTx(PagesTx):
         )
         return take(found, limit)
 
-    def _undelivered(self, seq: int) -> NotificationRecord | None:
+    def _pending(self, seq: int) -> NotificationRecord | None:
         found = self._tables.notifications.get(seq)
-        return None if found is None or found.delivered_at is not None else found
+        return None if found is None or found.delivery != "pending" else found
 
     @writes
-    def mark_notification_delivered(self, seq: int, at: str) -> bool:
-        found = self._undelivered(seq)
-        if found is None:
+    def claim_notification(self, seq: int, seen: str | None, until: str) -> bool:
+        found = self._pending(seq)
+        if found is None or (found.next_attempt_at or "") != (seen or ""):
             return False
         t = self._own()
-        t.notifications = t.notifications.set(seq, replace(found, delivered_at=at))
-        t.undelivered = t.undelivered.delete(seq)
+        t.notifications = t.notifications.set(seq, replace(found, next_attempt_at=until))
         return True
 
     @writes
-    def notification_failed(self, seq: int, error: str, next_attempt_at: str | None) -> bool:
-        found = self._undelivered(seq)
+    def settle_notification(self, n: NotificationRecord) -> bool:
+        found = self._pending(n.seq)
         if found is None:
             return False
-        row = replace(
-            found, attempts=found.attempts + 1, last_error=error, next_attempt_at=next_attempt_at
+        row = stored(
+            replace(
+                found,
+                delivery=n.delivery,
+                delivered_at=n.delivered_at,
+                attempts=n.attempts,
+                last_error=n.last_error,
+                next_attempt_at=n.next_attempt_at,
+            )
         )
         t = self._own()
-        t.notifications = t.notifications.set(seq, stored(row))
+        t.notifications = t.notifications.set(n.seq, row)
+        if row.delivery != "pending":
+            t.undelivered = t.undelivered.delete(n.seq)
         return True
+
+    @writes
+    def record_sink_deliveries(self, rows: Sequence[SinkDelivery]) -> None:
+        checked = [stored(r) for r in rows]
+        if any(r.seq not in self._tables.notifications for r in checked):
+            raise MemoryStoreError("FOREIGN KEY constraint failed: SinkDelivery.seq")
+        t = self._own()
+        for row in checked:
+            mine = t.sink_deliveries.get(row.seq, EMPTY)
+            t.sink_deliveries = t.sink_deliveries.set(row.seq, mine.set(row.sink, row))
+
+    def sink_deliveries(self, seqs: Iterable[int]) -> dict[int, list[SinkDelivery]]:
+        found = ((s, self._tables.sink_deliveries.get(s)) for s in sorted(set(seqs)))
+        return {s: [rows[k] for k in sorted(rows)] for s, rows in found if rows}
 
     def list_notifications(self, limit: int) -> list[NotificationRecord]:
         notifications = self._tables.notifications
         return take(map(notifications.__getitem__, range(len(notifications), 0, -1)), limit)
+
+    def page_notifications(self, query: NotificationQuery, limit: int) -> list[NotificationRecord]:
+        notifications = self._tables.notifications
+        top = len(notifications)
+        if query.before is not None:
+            top = min(query.before - 1, top)
+        found = (
+            n
+            for n in map(notifications.__getitem__, range(top, 0, -1))
+            if (query.loop is None or n.loop == query.loop)
+            and (query.delivery is None or n.delivery == query.delivery)
+        )
+        return take(found, limit)
 
     # ---- reports -------------------------------------------------------------------
     def counts(self) -> dict[str, dict[str, int]]:

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from engine.core.paging import (
     EventQuery,
     JournalQuery,
+    NotificationQuery,
     Page,
     ProposalQuery,
     RunQuery,
@@ -49,6 +50,7 @@ from engine.core.records import (
     OutboxItem,
     ProposalRecord,
     RunRecord,
+    SinkDelivery,
     SkipRecord,
 )
 from engine.store.health import Health
@@ -477,27 +479,40 @@ class NotificationsView(Protocol):
         """The state of the newest notification with this `dedup_key`, if any."""
 
     def pending_notifications(self, now: str, limit: int) -> list[NotificationRecord]:
-        """Undelivered notifications due for an attempt (no next_attempt_at, or at or
-        before `now`), in enqueue order."""
+        """Notifications whose `delivery` is pending and which are due for an attempt
+        (no next_attempt_at, or at or before `now`), in enqueue order."""
 
     def list_notifications(self, limit: int) -> list[NotificationRecord]:
         """Newest first."""
 
+    def page_notifications(self, query: NotificationQuery, limit: int) -> list[NotificationRecord]:
+        """Newest first (by seq), each filter of `query` held, below its `before`."""
+
+    def sink_deliveries(self, seqs: Iterable[int]) -> dict[int, list[SinkDelivery]]:
+        """Each notification's rows per sink (by sink name), for the seqs that have any."""
+
 
 class Notifications(NotificationsView, Protocol):
-    """An outbox of announcements, quiet while the state holds; delivered once."""
+    """An outbox of announcements, quiet while the state holds; each delivered to every
+    configured sink (docs/notifications.md)."""
 
     def enqueue_notification(self, n: NotificationRecord) -> int | None:
         """Quiet by default: None (nothing written) when the newest notification with the
         same `dedup_key` has the same `state`; else store it and answer its seq (the
         store's: `n.seq` is ignored)."""
 
-    def mark_notification_delivered(self, seq: int, at: str) -> bool:
-        """Only once: False when already delivered or unknown."""
+    def claim_notification(self, seq: int, seen: str | None, until: str) -> bool:
+        """Compare-and-set: move a pending notification's next_attempt_at from `seen`
+        (what the caller read; None for none) to `until`. False, changing nothing, when
+        it is no longer pending or another caller moved it first."""
 
-    def notification_failed(self, seq: int, error: str, next_attempt_at: str | None) -> bool:
-        """Record a failed delivery of an undelivered notification: attempts + 1, the
-        error, when to try again (None: at once)."""
+    def settle_notification(self, n: NotificationRecord) -> bool:
+        """Write `n`'s delivery fields (delivery, delivered_at, attempts, last_error,
+        next_attempt_at) over those of the pending notification `n.seq`; False,
+        changing nothing, when it is not pending (or unknown)."""
+
+    def record_sink_deliveries(self, rows: Sequence[SinkDelivery]) -> None:
+        """Insert each row, or replace the one of the same (seq, sink)."""
 
 
 # ---- reports (read only) --------------------------------------------------------------

@@ -3,6 +3,7 @@ connection, the transaction boundaries and the parameter style."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -11,7 +12,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from engine.core.paging import EventQuery, JournalQuery, ProposalQuery, RunQuery
+from engine.core.paging import EventQuery, JournalQuery, NotificationQuery, ProposalQuery, RunQuery
 from engine.core.records import (
     DecisionRecord,
     DeliveryRecord,
@@ -25,6 +26,7 @@ from engine.core.records import (
     OutboxItem,
     ProposalRecord,
     RunRecord,
+    SinkDelivery,
     SkipRecord,
     current_source,
 )
@@ -122,6 +124,11 @@ EVENT_FILTERS = {
     "loop": "loop = :loop",
     "type": "type = :type",
     "before": "(admitted_at, event_id) < (:before_at, :before_id)",
+}
+NOTIFICATION_FILTERS = {
+    "loop": "loop = :loop",
+    "delivery": "delivery = :delivery",
+    "before": "seq < :before",
 }
 JOURNAL_FILTERS = {
     "loop": "loop = :loop",
@@ -850,6 +857,7 @@ class SqlTx:
             attempts=n.attempts,
             last_error=n.last_error,
             next_attempt_at=n.next_attempt_at,
+            delivery=n.delivery,
         )
         assert row is not None
         return int(row["seq"])
@@ -858,17 +866,48 @@ class SqlTx:
         rows = self._all("pending_notifications", now=now, limit=limit)
         return [_notification(r) for r in rows]
 
-    def mark_notification_delivered(self, seq: int, at: str) -> bool:
-        return self._exec("mark_notification_delivered", seq=seq, delivered_at=at) == 1
+    def claim_notification(self, seq: int, seen: str | None, until: str) -> bool:
+        return self._exec("claim_notification", seq=seq, seen=seen, until=until) == 1
 
-    def notification_failed(self, seq: int, error: str, next_attempt_at: str | None) -> bool:
+    def settle_notification(self, n: NotificationRecord) -> bool:
         moved = self._exec(
-            "notification_failed", seq=seq, error=error, next_attempt_at=next_attempt_at
+            "settle_notification",
+            seq=n.seq,
+            delivery=n.delivery,
+            delivered_at=n.delivered_at,
+            attempts=n.attempts,
+            last_error=n.last_error,
+            next_attempt_at=n.next_attempt_at,
         )
         return moved == 1
 
+    def record_sink_deliveries(self, rows: Sequence[SinkDelivery]) -> None:
+        self._many("upsert_sink_delivery", [dataclasses.asdict(r) for r in rows])
+
+    def sink_deliveries(self, seqs: Iterable[int]) -> dict[int, list[SinkDelivery]]:
+        wanted = sorted(set(seqs))
+        found: dict[int, list[SinkDelivery]] = {}
+        if not wanted:
+            return found
+        for row in self._all("sink_deliveries", keys=json.dumps(wanted)):
+            record = _record(SinkDelivery, row)
+            found.setdefault(record.seq, []).append(record)
+        return found
+
     def list_notifications(self, limit: int) -> list[NotificationRecord]:
         return [_notification(r) for r in self._all("list_notifications", limit=limit)]
+
+    def page_notifications(self, query: NotificationQuery, limit: int) -> list[NotificationRecord]:
+        rows = self._page(
+            "page_notifications",
+            NOTIFICATION_FILTERS,
+            query,
+            loop=query.loop,
+            delivery=query.delivery,
+            before=query.before,
+            limit=limit,
+        )
+        return [_notification(r) for r in rows]
 
     # ---- metrics ---------------------------------------------------------------------
     def metrics_snapshot(self) -> dict[str, list[dict[str, Any]]]:

@@ -1,6 +1,7 @@
-"""The operator's pages (docs/web.md): sign-in, the inbox of open proposals, a
-proposal with everything needed to decide it, the schedules and a loop's page with its
-live lifecycle diagrams, runs, the journal and findings.
+"""The operator's pages (docs/web.md): sign-in, the inbox of open proposals (and the
+newest notifications, engine.web.notices), a proposal with everything needed to
+decide it, the schedules and a loop's page with its live lifecycle diagrams, runs, the
+journal and findings.
 
 Every page needs a session (engine.web.sessions); without one a request is sent to
 the sign-in page. Every form that changes state carries the session's CSRF token and
@@ -56,6 +57,9 @@ def setup(app: web.Application) -> None:
     app[SESSIONS] = Sessions()
     app[_MACHINES] = {}
     app.add_routes(routes)
+    from engine.web import notices  # here: it builds on this module's helpers
+
+    app.add_routes(notices.routes)
     app.router.add_static("/ui/static", STATIC, append_version=True)
 
 
@@ -240,6 +244,8 @@ def reviewed(
 
 
 def _reviews(engine: Service, loop: str | None, event_type: str | None) -> dict[str, Any]:
+    from engine.web.notices import recent
+
     opened = engine.proposals(INBOX_LIMIT, ProposalState.OPEN.value)
     shadows: dict[str | None, Any] = {}
     reviews = [reviewed(engine, p.proposal_id, shadows) for p in opened]
@@ -251,7 +257,13 @@ def _reviews(engine: Service, loop: str | None, event_type: str | None) -> dict[
         if (loop is None or r["proposal"]["loop"] == loop)
         and (event_type is None or r["event"]["type"] == event_type)
     ]
-    return {"reviews": shown, "loops": loops, "types": types, "total": len(reviews)}
+    return {
+        "reviews": shown,
+        "loops": loops,
+        "types": types,
+        "total": len(reviews),
+        "notices": recent(engine),
+    }
 
 
 @routes.get("/")

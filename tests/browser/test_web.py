@@ -423,6 +423,7 @@ def test_every_page_reads_on_a_phone_without_horizontal_scrolling(
             "/ui/runs",
             "/ui/journal",
             "/ui/findings",
+            "/ui/notifications",
         ]
         paths += [f"/ui/runs/{r['runId']}" for r in runs[:1]]
         for path in paths:

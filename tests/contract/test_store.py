@@ -1096,10 +1096,12 @@ def test_a_heartbeat_beside_the_reaper_keeps_the_run(open_pg_store: Factory) -> 
 
 from typing import Any  # noqa: E402
 
+from engine.core.paging import NotificationQuery  # noqa: E402
 from engine.core.records import (  # noqa: E402
     FindingRecord,
     NotificationRecord,
     OccurrenceRecord,
+    SinkDelivery,
 )
 from engine.store.queries import migrations  # noqa: E402
 
@@ -1635,8 +1637,9 @@ def test_notifications_are_quiet_while_the_state_holds(open_store: Factory) -> N
 
 
 def test_notification_delivery_and_failure_bookkeeping(open_store: Factory) -> None:
-    """Pending notifications are the undelivered ones due for an attempt, in enqueue
-    order; a failure counts an attempt and defers the next; delivery happens once."""
+    """Pending notifications are the ones due for an attempt, in enqueue order; a claim
+    is a compare-and-set on the next attempt seen (one claimant wins); settling writes
+    the state across the sinks once, and only over a pending notification."""
     store = open_store()
     with store.write() as tx:
         seqs = [
@@ -1647,31 +1650,99 @@ def test_notification_delivery_and_failure_bookkeeping(open_store: Factory) -> N
     with store.write() as tx:
         assert [n.seq for n in tx.pending_notifications(at(0), 10)] == [a, b, c]
         assert [n.seq for n in tx.pending_notifications(at(0), 2)] == [a, b]
-        assert tx.notification_failed(a, "connection refused", at(10)) is True
-        assert tx.notification_failed(a, "HTTP 503", at(20)) is True
-        assert tx.mark_notification_delivered(b, at(1)) is True
-        assert tx.mark_notification_delivered(b, at(2)) is False
-        assert tx.notification_failed(b, "late", at(30)) is False  # already delivered
-        assert tx.mark_notification_delivered(10_000, at(1)) is False
-        assert tx.notification_failed(10_000, "nope", None) is False
-        assert [n.seq for n in tx.pending_notifications(at(19), 10)] == [c]
-        assert [n.seq for n in tx.pending_notifications(at(20), 10)] == [a, c]
-        assert tx.notification_failed(c, "once more", None) is True  # retry at once
-        assert [n.seq for n in tx.pending_notifications(at(0), 10)] == [c]
+        assert tx.claim_notification(a, None, at(10)) is True
+        assert tx.claim_notification(a, None, at(11)) is False  # claimed meanwhile
+        assert [n.seq for n in tx.pending_notifications(at(9), 10)] == [b, c]
+        assert tx.claim_notification(a, at(10), at(20)) is True
+        failing = dataclasses.replace(
+            tx.list_notifications(10)[-1], attempts=2, last_error="HTTP 503", next_attempt_at=at(30)
+        )
+        assert tx.settle_notification(failing) is True
+        done = dataclasses.replace(
+            notification("failed", dedup_key="k-1", when=at(1)),
+            seq=b,
+            delivery="delivered",
+            delivered_at=at(1),
+            attempts=1,
+        )
+        assert tx.settle_notification(done) is True
+        assert tx.settle_notification(dataclasses.replace(done, attempts=5)) is False
+        assert tx.claim_notification(b, None, at(40)) is False  # delivered: no claim
+        assert tx.settle_notification(dataclasses.replace(done, seq=10_000)) is False
+        assert tx.claim_notification(10_000, None, at(1)) is False
+        assert [n.seq for n in tx.pending_notifications(at(29), 10)] == [c]
+        assert [n.seq for n in tx.pending_notifications(at(30), 10)] == [a, c]
     with store.read() as tx:
         by_seq = {n.seq: n for n in tx.list_notifications(10)}
-    assert (by_seq[a].attempts, by_seq[a].last_error, by_seq[a].next_attempt_at) == (
+    assert (by_seq[a].delivery, by_seq[a].attempts, by_seq[a].last_error) == (
+        "pending",
         2,
         "HTTP 503",
-        at(20),
     )
-    assert by_seq[a].delivered_at is None
-    assert (by_seq[b].delivered_at, by_seq[b].attempts, by_seq[b].last_error) == (at(1), 0, None)
-    assert (by_seq[c].attempts, by_seq[c].last_error, by_seq[c].next_attempt_at) == (
+    assert (by_seq[a].next_attempt_at, by_seq[a].delivered_at) == (at(30), None)
+    assert (by_seq[b].delivery, by_seq[b].delivered_at, by_seq[b].attempts) == (
+        "delivered",
+        at(1),
         1,
-        "once more",
+    )
+    assert (by_seq[c].delivery, by_seq[c].attempts, by_seq[c].next_attempt_at) == (
+        "pending",
+        0,
         None,
     )
+
+
+def test_each_sinks_delivery_is_one_row_replaced_in_place(open_store: Factory) -> None:
+    """A notification's row per sink reads back by seq and sink name; writing the same
+    (seq, sink) again replaces it; a row of no notification is refused."""
+    store = open_store()
+    with store.write() as tx:
+        first = tx.enqueue_notification(notification("failed"))
+        second = tx.enqueue_notification(notification("failed", dedup_key="k-2"))
+    assert first is not None and second is not None
+    failed = SinkDelivery(first, "chat", "pending", 1, "refused", at(1), at(2))
+    with store.write() as tx:
+        tx.record_sink_deliveries([failed, SinkDelivery(first, "archive", "delivered", 1)])
+        tx.record_sink_deliveries([dataclasses.replace(failed, state="failed", attempts=2)])
+    with store.read() as tx:
+        found = tx.sink_deliveries([first, second, 999])
+    assert list(found) == [first]
+    assert [(d.sink, d.state, d.attempts, d.last_error) for d in found[first]] == [
+        ("archive", "delivered", 1, None),
+        ("chat", "failed", 2, "refused"),
+    ]
+    assert found[first][1].next_attempt_at == at(2)
+    with pytest.raises(Exception), store.write() as tx:  # noqa: B017 (each backend's own)
+        tx.record_sink_deliveries([SinkDelivery(999, "chat")])
+
+
+def test_notifications_page_newest_first_by_loop_and_delivery(open_store: Factory) -> None:
+    """A page of notifications is newest first, holds only the loop and delivery state
+    asked for, and continues strictly below its cursor's seq."""
+    store = open_store()
+    with store.write() as tx:
+        made = [
+            tx.enqueue_notification(
+                dataclasses.replace(
+                    notification("failed", dedup_key=f"k-{n}", when=at(n)),
+                    loop="repair" if n % 2 else "reaper",
+                )
+            )
+            for n in range(5)
+        ]
+        seqs = [s for s in made if s is not None]
+        delivered = dataclasses.replace(tx.list_notifications(10)[-2], delivery="delivered")
+        assert tx.settle_notification(delivered)
+    with store.read() as tx:
+        page = tx.page_notifications(NotificationQuery(), 10)
+        assert [n.seq for n in page] == seqs[::-1]
+        repair = tx.page_notifications(NotificationQuery(loop="repair"), 10)
+        assert [n.seq for n in repair] == [seqs[3], seqs[1]]
+        assert [
+            n.seq for n in tx.page_notifications(NotificationQuery(delivery="delivered"), 10)
+        ] == [seqs[1]]
+        below = tx.page_notifications(NotificationQuery(before=seqs[3]), 2)
+        assert [n.seq for n in below] == [seqs[2], seqs[1]]
 
 
 def test_metrics_snapshot_counts(open_store: Factory) -> None:

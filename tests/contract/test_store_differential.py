@@ -6,6 +6,7 @@ same data behind, read through every view."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.core.delivery import DELIVERY_STATES
+from engine.core.paging import NotificationQuery
 from engine.core.records import (
     DecisionRecord,
     EventRecord,
@@ -22,6 +25,7 @@ from engine.core.records import (
     OccurrenceRecord,
     ProposalRecord,
     RunRecord,
+    SinkDelivery,
     SkipRecord,
 )
 from engine.store.memory import MemoryStore, MemoryStoreError
@@ -104,6 +108,17 @@ def _finding(key: str, fid: str, at: str, evidence: Any) -> Step:
 def _notify(key: str, state: str, at: str) -> Step:
     record = NotificationRecord(0, at, "k", "a", None, state, {"l": 1}, "m", key)
     return lambda tx: tx.enqueue_notification(record)
+
+
+def _settle(seq: int, delivery: str, at: str) -> Step:
+    done = at if delivery == "delivered" else None
+    record = NotificationRecord(0, "", "k", None, None, "", {}, "", "", done, 2, "e", at, delivery)
+    return lambda tx: tx.settle_notification(dataclasses.replace(record, seq=seq))
+
+
+def _sink_row(seq: int, sink: str, at: str) -> Step:
+    row = SinkDelivery(seq, sink, "pending", 1, "refused", at, at)
+    return lambda tx: tx.record_sink_deliveries([row])
 
 
 steps: st.SearchStrategy[Step] = st.one_of(
@@ -259,9 +274,13 @@ steps: st.SearchStrategy[Step] = st.one_of(
     ),
     st.builds(_notify, st.sampled_from(["n-0", "n-1"]), st.sampled_from(["up", "down"]), times),
     st.builds(
-        lambda s, t: lambda tx: tx.mark_notification_delivered(s, t), st.integers(1, 3), times
+        lambda s, seen, t: lambda tx: tx.claim_notification(s, seen, t),
+        st.integers(1, 3),
+        st.one_of(st.none(), times),
+        times,
     ),
-    st.builds(lambda s, t: lambda tx: tx.notification_failed(s, "e", t), st.integers(1, 3), times),
+    st.builds(_settle, st.integers(1, 3), st.sampled_from(DELIVERY_STATES), times),
+    st.builds(_sink_row, st.integers(1, 3), st.sampled_from(["a", "b"]), times),
 )
 
 # Seldom true: most savepoints succeed and most transactions commit.
@@ -347,7 +366,12 @@ def _dump(store: Store) -> dict[str, Any]:
             "outbox": tx.pending_outbox(100),
             "loops": (tx.list_loop_states(), per_loop),
             "findings": (tx.list_findings(100), tx.get_finding_by_key("s-0")),
-            "notifications": (tx.list_notifications(100), tx.pending_notifications(at, 100)),
+            "notifications": (
+                tx.list_notifications(100),
+                tx.pending_notifications(at, 100),
+                tx.sink_deliveries(range(1, 4)),
+                tx.page_notifications(NotificationQuery(delivery="pending", before=3), 100),
+            ),
             "reports": (tx.counts(), tx.metrics_snapshot(), tx.run_timings(100)),
         }
 

@@ -23,6 +23,8 @@ from engine.core.envelope import Envelope
 from engine.core.records import EventRecord, OccurrenceRecord
 from engine.errors import Conflict, Forbidden
 from engine.loading import Paths
+from engine.notify.config import Notifying
+from engine.notify.sinks import LogSink
 from engine.service import Execution, Service
 from engine.service.metrics import prometheus, scrape
 from engine.worker import adapters_for, work_once
@@ -626,14 +628,12 @@ def test_repeated_nothing_to_do_backs_off_quietly(world: Any) -> None:
     assert state is not None and state.nothing_streak == 3 and state.quiet_until
 
 
-def test_notifications_go_to_the_sink_only_on_a_state_change(
-    world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_notifications_go_to_the_sink_only_on_a_state_change(world: Any, tmp_path: Path) -> None:
     """A failure is announced once to the configured sink, with durable ids; the
     same failure again is not announced again; a recovery is."""
     sink = tmp_path / "notify.jsonl"
-    monkeypatch.setenv("ENGINE_NOTIFY_LOG", str(sink))
     w = world("breaker")
+    w.service.notifying = Notifying((LogSink("log", sink),))
     w.answer("breaker", "FAILED")
     w.at(hour(10))
     w.work()
@@ -643,7 +643,8 @@ def test_notifications_go_to_the_sink_only_on_a_state_change(
     w.answer("breaker", "FAILED")
     w.at(hour(12))
     w.work()
-    w.at(hour(12, 1))  # the loop delivers
+    w.at(hour(12, 1))
+    w.service.deliver_notifications()  # serve's notifier
     lines = [json.loads(x) for x in sink.read_text().splitlines()]
     assert [(n["kind"], n["state"]) for n in lines] == [
         ("occurrence", "failed"),
@@ -654,14 +655,14 @@ def test_notifications_go_to_the_sink_only_on_a_state_change(
 
 
 def test_after_an_operators_resume_success_and_failure_are_announced(
-    world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    world: Any, tmp_path: Path
 ) -> None:
     """The breaker trips (failed, breaker_tripped), an operator resumes (resumed);
     the success that follows is announced as `recovered` and the next failure again,
     although the resume had reset the failure count; a second trip is news again."""
     sink = tmp_path / "notify.jsonl"
-    monkeypatch.setenv("ENGINE_NOTIFY_LOG", str(sink))
     w = world("breaker")
+    w.service.notifying = Notifying((LogSink("log", sink),))
     w.answer("breaker", "FAILED")
     for h in (10, 11):
         w.at(hour(h))
@@ -674,7 +675,8 @@ def test_after_an_operators_resume_success_and_failure_are_announced(
     for h in (13, 14):
         w.at(hour(h))
         w.work()
-    w.at(hour(14, 1))  # the loop delivers
+    w.at(hour(14, 1))
+    w.service.deliver_notifications()  # serve's notifier
     lines = [json.loads(x) for x in sink.read_text().splitlines()]
     assert [(n["kind"], n["state"]) for n in lines] == [
         ("occurrence", "failed"),

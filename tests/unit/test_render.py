@@ -68,6 +68,9 @@ def test_the_environment_template_names_every_secret_and_holds_no_value() -> Non
         OPERATOR_TOKEN_ENV,
         GITHUB_SECRET_ENV,
         "ENGINE_DATABASE_URL",
+        "ENGINE_NOTIFY_URLS",
+        "ENGINE_NOTIFY_WEBHOOK",
+        "ENGINE_NOTIFY_WEBHOOK_SECRET",
     }
     assert all(ln.endswith("=") for ln in assignments)
 

@@ -8,13 +8,15 @@ from aiohttp import web
 from engine.api import query, wire
 from engine.api.context import call_read, operator, reply, service, settings
 from engine.api.observe import OBSERVED
-from engine.core.paging import EventQuery, RunQuery
+from engine.core.delivery import DELIVERY_STATES
+from engine.core.paging import EventQuery, NotificationQuery, RunQuery, journal_cursor
 from engine.core.states import RunState
 from engine.service.doctor import PILEUP
 from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus, scrape
 from engine.service.readiness import readiness
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
+DELIVERY_CHOICES = frozenset({*DELIVERY_STATES, "all"})
 JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop", "finding"})
 
 routes = web.RouteTableDef()
@@ -76,6 +78,32 @@ async def show_run(request: web.Request, _: query.Args) -> web.Response:
     operator(request)
     found = await call_read(service(request).run, request.match_info["id"])
     return reply({"run": wire.record(found)})
+
+
+@routes.get("/notifications")
+@query.accepts(
+    query.Text("loop", "only notifications of this loop"),
+    query.Choice("delivery", "only notifications in this delivery state", DELIVERY_CHOICES, "all"),
+    query.limit_param(),
+    query.Text(
+        "before",
+        "the `next` of the previous page, passed back as it was: the page after it "
+        "(older notifications); a cursor this listing did not give is a 400 `bad_cursor`",
+        24,
+    ),
+)
+async def list_notifications(request: web.Request, args: query.Args) -> web.Response:
+    """Newest first, a page at a time (docs/api.md#paging), each with its delivery at
+    every sink (docs/notifications.md#listing-them)."""
+    operator(request)
+    delivery, before = args.text("delivery"), args.text("before")
+    found = NotificationQuery(
+        args.text("loop"),
+        None if delivery == "all" else delivery,
+        None if before is None else journal_cursor(before),
+    )
+    page = await call_read(service(request).notifications_page, found, args.number("limit"))
+    return reply(wire.notifications(page))
 
 
 @routes.get("/journal")

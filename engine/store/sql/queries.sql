@@ -384,27 +384,50 @@ SELECT state FROM notifications WHERE dedup_key = :dedup_key ORDER BY seq DESC L
 
 -- name: insert_notification
 INSERT INTO notifications (at, kind, loop, repo, state, links, message, dedup_key,
-                           delivered_at, attempts, last_error, next_attempt_at)
+                           delivered_at, attempts, last_error, next_attempt_at, delivery)
 VALUES (:at, :kind, :loop, :repo, :state, :links, :message, :dedup_key,
-        :delivered_at, :attempts, :last_error, :next_attempt_at)
+        :delivered_at, :attempts, :last_error, :next_attempt_at, :delivery)
 RETURNING seq;
 
 -- name: pending_notifications
 SELECT * FROM notifications
-WHERE delivered_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= :now)
+WHERE delivery = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= :now)
 ORDER BY seq LIMIT :limit;
 
--- name: mark_notification_delivered
-UPDATE notifications SET delivered_at = :delivered_at WHERE seq = :seq AND delivered_at IS NULL;
+-- name: claim_notification
+-- Compare-and-set on the next attempt the caller saw: the one serve that moves it on
+-- (to the end of its claim) sends it.
+UPDATE notifications SET next_attempt_at = :until
+WHERE seq = :seq AND delivery = 'pending'
+  AND COALESCE(next_attempt_at, '') = COALESCE(CAST(:seen AS TEXT), '');
 
--- name: notification_failed
--- A failed delivery of an undelivered notification: counted, with when to try again.
-UPDATE notifications SET attempts = attempts + 1, last_error = :error,
+-- name: settle_notification
+-- A pending notification's state across its sinks, after a round of attempts.
+UPDATE notifications SET delivery = :delivery, delivered_at = :delivered_at,
+                         attempts = :attempts, last_error = :last_error,
                          next_attempt_at = :next_attempt_at
-WHERE seq = :seq AND delivered_at IS NULL;
+WHERE seq = :seq AND delivery = 'pending';
+
+-- name: upsert_sink_delivery
+INSERT INTO notification_deliveries (seq, sink, state, attempts, last_error,
+                                     last_attempt_at, next_attempt_at, delivered_at)
+VALUES (:seq, :sink, :state, :attempts, :last_error, :last_attempt_at, :next_attempt_at,
+        :delivered_at)
+ON CONFLICT (seq, sink) DO UPDATE SET
+    state = excluded.state, attempts = excluded.attempts, last_error = excluded.last_error,
+    last_attempt_at = excluded.last_attempt_at, next_attempt_at = excluded.next_attempt_at,
+    delivered_at = excluded.delivered_at;
+
+-- name: sink_deliveries
+SELECT * FROM notification_deliveries
+WHERE seq IN (SELECT value FROM json_each(:keys)) ORDER BY seq, sink;
 
 -- name: list_notifications
 SELECT * FROM notifications ORDER BY seq DESC LIMIT :limit;
+
+-- name: page_notifications
+SELECT * FROM notifications WHERE 1 = 1 {where}
+ORDER BY seq DESC LIMIT :limit;
 
 -- name: metrics_occurrences
 SELECT loop, state, decision, COUNT(*) AS n FROM occurrences GROUP BY loop, state, decision;

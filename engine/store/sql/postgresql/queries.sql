@@ -54,3 +54,8 @@ WHERE loop IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))
 SELECT entity_id FROM journal
 WHERE entity = 'run' AND action = 'chained' AND CAST(data AS jsonb) ->> 'eventId' = :event_id
 ORDER BY seq LIMIT 1;
+
+-- name: sink_deliveries
+SELECT * FROM notification_deliveries
+WHERE seq IN (SELECT CAST(jsonb_array_elements_text(CAST(:keys AS jsonb)) AS BIGINT))
+ORDER BY seq, sink;
