@@ -25,7 +25,6 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -34,6 +33,7 @@ from psycopg import errors as pg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
+from engine import clock
 from engine.errors import Busy, ConfigError, Unavailable
 from engine.store.health import PROBE, Health, WatchedCursor, unwritable, watched
 from engine.store.limits import (
@@ -263,7 +263,7 @@ class PostgresStore:
                 cur.execute(sql.encode("utf-8"))  # several statements, no parameters
                 cur.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)",
-                    (version, datetime.now(UTC).isoformat()),
+                    (version, clock.now().isoformat()),
                 )
             if probe:
                 cur.execute(PROBE)

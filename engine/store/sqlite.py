@@ -21,9 +21,9 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
 from pathlib import Path
 
+from engine import clock
 from engine.errors import Busy, ConfigError, Unavailable
 from engine.store.health import PROBE, Health, WatchedCursor, unwritable, watched
 from engine.store.limits import Limits, milliseconds
@@ -134,7 +134,7 @@ class SqliteStore:
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-                    (version, datetime.now(UTC).isoformat()),
+                    (version, clock.now().isoformat()),
                 )
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(PROBE)
