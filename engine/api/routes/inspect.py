@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from engine.api import query, wire
+from engine.api import query, retry_after, wire
 from engine.api.context import call_read, operator, reply, service, settings
 from engine.api.observe import OBSERVED
 from engine.core.paging import EventQuery, RunQuery
@@ -120,9 +120,13 @@ async def healthz(request: web.Request, _: query.Args) -> web.Response:
 async def readyz(request: web.Request, _: query.Args) -> web.Response:
     """Readiness for supervisors and load balancers: open to anyone; 200 when the
     database answers and its migrations are this engine's, else 503 with the reason
-    (docs/api.md#get-readyz). One small read, never a write."""
+    (docs/api.md#get-readyz) and when to ask again (`Retry-After`). One small read, never
+    a write."""
     found = await call_read(readiness, service(request).rt.store)
-    return reply({**found, "version": wire.version()}, 200 if found["ready"] else 503)
+    answer = reply({**found, "version": wire.version()}, 200 if found["ready"] else 503)
+    if not found["ready"]:
+        answer.headers.update(retry_after.header(found["reason"]))
+    return answer
 
 
 @routes.get("/status")
