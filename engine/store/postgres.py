@@ -179,6 +179,7 @@ class PostgresStore:
         self._writer = _Session(self._connect, self.limits.lock_timeout, self._what)
         self._reader = _Session(self._connect, self.limits.lock_timeout, self._what)
         self._closed = False
+        self._opened = False  # until the first connection was made and the schema checked
         try:
             if only_read:
                 self.require_current()
@@ -187,21 +188,29 @@ class PostgresStore:
         except BaseException:
             self.close()
             raise
+        self._opened = True
 
     def _connect(self) -> Connection:
         """A connection with the session's bounds set; Unavailable (with the server's
         reason, never the password) when the server cannot be reached, ConfigError
-        when it refuses the role, the password or the database."""
+        when it refuses the role, the password or the database at open. Once open, a
+        refused reconnection (the database dropped under a running serve) is
+        Unavailable too: a 503 for the request, not a fault."""
         try:
             conn = psycopg.connect(self.url, **self._options)
         except psycopg.Error as err:
-            raise _refused(err, self.url) from None
+            raise self._typed(_refused(err, self.url)) from None
         try:
             conn.execute(self._session_settings().encode())
         except psycopg.Error as err:
             conn.close()
-            raise _refused(err, self.url) from None
+            raise self._typed(_refused(err, self.url)) from None
         return conn
+
+    def _typed(self, err: ConfigError | Unavailable) -> ConfigError | Unavailable:
+        if self._opened and isinstance(err, ConfigError):
+            return Unavailable(err.message, reason="unavailable")
+        return err
 
     def _session_settings(self) -> str:
         """The server side of the bounds, for this session."""
@@ -364,12 +373,44 @@ _LOST = (psycopg.OperationalError, psycopg.InterfaceError, pg.IdleInTransactionS
 # fix (28: role or password; 3D000: no such database; 42501: no privilege).
 _REFUSALS = ("28", "3D000", "42501")
 
+# The same refusals while connecting, where libpq gives no SQLSTATE, only the server's
+# FATAL line (in the server's language: these are its English messages; another
+# language is taken as unreachable, exit 1), or its own refusal of an option's value
+# ("invalid sslmode value", "invalid port number": a `connection is bad: invalid ...`).
+_REFUSED_AT_CONNECT = re.compile(
+    r"FATAL: (?:database|role) \".*\" does not exist"  # 3D000, 28000
+    r"|FATAL: (?:password|\w+) authentication failed"  # 28P01, 28000 (peer, ident, ...)
+    r"|FATAL: no pg_hba\.conf entry"  # 28000
+    r"|FATAL: permission denied for database"  # 42501
+    r"|FATAL: role \".*\" is not permitted to log in"  # 28000
+    r"|FATAL: database \".*\" is not currently accepting connections"  # 55000
+    r"|no password supplied"  # libpq: the server asks for one and none is set
+    r"|^(?:connection is bad: )?invalid "  # libpq: an option's value it cannot use
+)
+
 
 def _refused(err: psycopg.Error, url: str) -> ConfigError | Unavailable:
-    """The typed error of a failed connection: ConfigError when the server (or libpq)
-    refuses the settings, Unavailable when it cannot be reached."""
+    """The typed error of a failed connection: ConfigError (exit 2: a restart will not
+    help) when the server or libpq refuses the settings — a database or role that does
+    not exist, a password refused, an option's value libpq cannot use — with the
+    refusal alone on one line; Unavailable (exit 1) when it cannot be reached."""
     what, reason = redacted(url), scrubbed(str(err), url) or type(err).__name__
     state = err.sqlstate or ""
-    if state.startswith(_REFUSALS) or (not state and reason.startswith("invalid ")):
-        return ConfigError(f"the database {what} refuses the connection: {reason}")
+    if state.startswith(_REFUSALS) or _REFUSED_AT_CONNECT.search(reason):
+        return ConfigError(
+            f"the database {what} refuses the connection: {_refusal(reason)}; "
+            "a restart will not help: fix the database URL or the server"
+        )
     return Unavailable(f"cannot open the database {what}: {reason}", reason="unavailable")
+
+
+def _refusal(reason: str) -> str:
+    """The refusal itself, without libpq's preamble: the server's FATAL line, or
+    libpq's own complaint."""
+    return _PREAMBLE.sub("", reason.rpartition("FATAL: ")[2], count=1)
+
+
+# libpq's and psycopg's words before the refusal itself.
+_PREAMBLE = re.compile(
+    r"^(?:connection (?:is bad|failed): )?(?:connection to server .*? failed: )?"
+)
