@@ -1,5 +1,5 @@
 """The one place an error becomes an HTTP answer: EngineError -> its status and
-`as_dict()` (a 503 with its `Retry-After`, engine.api.retry_after), aiohttp's HTTP
+`as_dict()` (a 503 with its `Retry-After`, engine.retry_after), aiohttp's HTTP
 errors -> the same JSON shape, anything else -> 500 `{"error": "internal_error"}` and
 a log line. A client never sees a traceback."""
 
@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
-from engine.api import retry_after
+from engine import retry_after
 from engine.errors import EngineError, RequestTimeout
 
 log = logging.getLogger("engine.api")

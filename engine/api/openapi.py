@@ -21,7 +21,8 @@ from aiohttp import web
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from engine.api import query, retry_after, schema
+from engine import retry_after
+from engine.api import query, schema
 from engine.api.bodies import MAX_BATCH
 from engine.api.routes.operate import ApproveBody, CancelBody, DecideFindingBody, RejectBody
 from engine.api.routes.schedules import PauseBody, ResumeBody

@@ -24,7 +24,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_request import BaseRequest
 
-from engine.api import retry_after
+from engine import retry_after
 from engine.api.observe import REQUEST_ID_HEADER, new_request_id
 
 log = logging.getLogger("engine.api.edge")

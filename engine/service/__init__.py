@@ -48,6 +48,7 @@ from engine.service.admission import Admission
 from engine.service.context import Runtime
 from engine.service.doctor import PILEUP
 from engine.service.notifications import sink_from_env
+from engine.service.readiness import Readiness
 from engine.service.runs import Execution
 from engine.service.scheduler import Scheduler
 
@@ -69,6 +70,8 @@ class Service:
         self._last_sweep: datetime | None = None
         self._last_notify: datetime | None = None
         self._recovered = False
+        # Ready means able to write (docs/api.md#get-readyz): GET /readyz asks this.
+        self.readiness = Readiness(runtime.store, runtime.clock)
 
     # ---- intake and planning ------------------------------------------------------
     def admit(self, envelope: Envelope, actor: str) -> Admission:

@@ -35,6 +35,7 @@ from psycopg.rows import dict_row
 
 from engine import clock
 from engine.errors import Busy, ConfigError, Unavailable
+from engine.store import schema
 from engine.store.health import PROBE, Health, WatchedCursor, unwritable, watched
 from engine.store.limits import (
     KEEPALIVES_COUNT,
@@ -292,10 +293,16 @@ class PostgresStore:
     def write(self, exclusive: bool = True) -> Iterator[SqlTx]:
         """A write transaction. `exclusive` (the default) serialises it with every other
         exclusive writer of the database; the run-lease steps pass False. Busy when the
-        writer lock is not free within the lock timeout."""
+        writer lock is not free within the lock timeout; StoreUnwritable
+        (`migrations_ahead`, `migrations_behind`) when the schema is not this engine's
+        (engine.store.schema), before anything is written."""
         with self._transaction(writing=True) as cur:
             if exclusive:
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            applied = [row["version"] for row in cur.execute(schema.APPLIED).fetchall()]
+            refused = schema.refusal(self._what, applied, self.dialect)
+            if refused is not None:
+                raise refused
             yield SqlTx(cur, self.dialect, pyformat)
 
     @contextmanager

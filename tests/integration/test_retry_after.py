@@ -28,7 +28,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from engine.api import retry_after, schema
+from engine import retry_after
+from engine.api import schema
 from engine.api.app import make_app
 from engine.api.settings import Settings
 from engine.bootstrap import open_service

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from engine.api import query, retry_after, wire
+from engine import retry_after
+from engine.api import query, wire
 from engine.api.context import call_read, operator, reply, service, settings
 from engine.api.observe import OBSERVED
 from engine.core.paging import EventQuery, RunQuery
 from engine.core.states import RunState
 from engine.service.doctor import PILEUP
 from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus, scrape
-from engine.service.readiness import readiness
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
 JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop", "finding"})
@@ -122,7 +122,7 @@ async def readyz(request: web.Request, _: query.Args) -> web.Response:
     database answers and its migrations are this engine's, else 503 with the reason
     (docs/api.md#get-readyz) and when to ask again (`Retry-After`). One small read, never
     a write."""
-    found = await call_read(readiness, service(request).rt.store)
+    found = await call_read(service(request).readiness)
     answer = reply({**found, "version": wire.version()}, 200 if found["ready"] else 503)
     if not found["ready"]:
         answer.headers.update(retry_after.header(found["reason"]))

@@ -1,7 +1,9 @@
 """When to come back: the `Retry-After` every 503 carries (docs/api.md#when-to-come-back),
 in whole seconds, by the answer's reason (`details.reason` of an error, `reason` of a
 `GET /readyz`, `too_many_connections` at the edge). Pure data: the error middleware,
-the readiness route and the connection bound read it, so one table says them all."""
+the readiness route and the connection bound read it, so one table says them all;
+readiness probes a store that refused a write again once its reason's wait has passed
+(engine.service.readiness)."""
 
 from __future__ import annotations
 
