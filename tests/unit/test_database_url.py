@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from engine.errors import ConfigError, Unavailable
 from engine.store.limits import KEEPALIVES_IDLE_S
-from engine.store.postgres import _connect_options, _refused, redacted, scrubbed
+from engine.store.postgres import _connect_options, redacted, scrubbed
+from engine.store.postgres_url import connect_error
 
 # Passwords people write, including characters that URLs and libpq treat specially.
 # Each holds a "§", which no message text does, so finding the password in a message
@@ -111,7 +112,7 @@ def test_a_refused_connection_is_a_configuration_error(message: str) -> None:
     """A database or role that does not exist, a refused password or login, an option
     libpq cannot use: ConfigError (exit 2, a restart will not help) naming the refusal
     alone, on one line, without the password."""
-    err = _refused(psycopg.OperationalError(message), URL)
+    err = connect_error(psycopg.OperationalError(message), URL)
     assert isinstance(err, ConfigError) and err.exit_code == 2
     assert "\n" not in err.message and "pw§x" not in err.message
     assert "a restart will not help" in err.message
@@ -122,5 +123,5 @@ def test_a_refused_connection_is_a_configuration_error(message: str) -> None:
 def test_a_server_not_there_yet_may_pass_on_a_restart(message: str) -> None:
     """A server down, starting, stopping, full or not found yet: Unavailable (exit 1),
     so a supervisor tries again."""
-    err = _refused(psycopg.OperationalError(message), URL)
+    err = connect_error(psycopg.OperationalError(message), URL)
     assert type(err) is Unavailable and err.exit_code == 1
