@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from engine.adapters.probe import ProbeRunner
+from engine.clock import Clock, process_clock
 from engine.core.validation import Validators
 from engine.errors import BadRequest, ConfigError
 from engine.home import DATABASE_FILE, instance_home, named_home, var_dir
 from engine.loading import Paths, load_rules
 from engine.service import Runtime, Service, probing
-from engine.service.context import NOW_ENV, Clock, clock_from_env
 from engine.store.limits import Limits
 from engine.store.ports import Store
 
@@ -152,8 +152,9 @@ def open_service(
 ) -> Service:
     """Load and compile the rules (RulesError when they are invalid: fail closed), open
     the store and migrate it (`probe`: see `open_store`). The clock defaults to the
-    system's, or ENGINE_NOW's; watch probes run `probe_threads` at a time."""
-    clock = clock or clock_from_env(os.environ.get(NOW_ENV))
+    process's (engine.clock: the system's, or ENGINE_NOW's); watch probes run
+    `probe_threads` at a time."""
+    clock = clock or process_clock()
     rules = load_rules(paths)
     store = open_store(db, probe=probe)
     artifacts = artifacts_dir(db)

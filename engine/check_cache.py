@@ -36,12 +36,12 @@ import pickle
 import stat
 import sys
 import tempfile
-import time
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from engine import clock
 from engine.home import named_home, var_dir
 
 ENV = "ENGINE_CHECK_CACHE"  # "0" turns the cache off (as `engine check --no-cache`)
@@ -198,7 +198,7 @@ class CheckCache:
                 entries = [(e.stat().st_mtime, e.stat().st_size, e.path, e.name) for e in found]
         except OSError:
             return
-        now = time.time()
+        now = clock.host_seconds()  # file modification times are the host's
         kept = []
         for mtime, size, path, name in entries:
             if name.startswith(".tmp-"):

@@ -94,11 +94,15 @@ class Busy(Unavailable):
 
 class StoreUnwritable(Unavailable):
     """The database refuses writes: `reason` is `read_only` (the file or the server
-    is read-only: a configuration to fix, exit 2), `disk_full` or `io_error`."""
+    is read-only: a configuration to fix, exit 2), `disk_full` or `io_error`; or this
+    engine refuses to write it, its schema not this engine's: `migrations_ahead`,
+    `migrations_behind` (exit 2 too)."""
+
+    FOR_A_PERSON = frozenset({"read_only", "migrations_ahead", "migrations_behind"})
 
     def __init__(self, message: str, reason: str, **details: Any) -> None:
         super().__init__(message, reason=reason, **details)
-        if reason == "read_only":
+        if reason in self.FOR_A_PERSON:
             self.exit_code = 2
 
 

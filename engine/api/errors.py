@@ -1,6 +1,7 @@
 """The one place an error becomes an HTTP answer: EngineError -> its status and
-`as_dict()`, aiohttp's HTTP errors -> the same JSON shape, anything else -> 500
-`{"error": "internal_error"}` and a log line. A client never sees a traceback."""
+`as_dict()` (a 503 with its `Retry-After`, engine.retry_after), aiohttp's HTTP
+errors -> the same JSON shape, anything else -> 500 `{"error": "internal_error"}` and
+a log line. A client never sees a traceback."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
+from engine import retry_after
 from engine.errors import EngineError, RequestTimeout
 
 log = logging.getLogger("engine.api")
@@ -38,8 +40,13 @@ def http_error(err: web.HTTPException) -> web.Response:
 
 
 def engine_error(err: EngineError) -> web.Response:
-    challenge = {str(hdrs.WWW_AUTHENTICATE): 'Bearer realm="engine"'}
-    return _json(err.as_dict(), err.status, challenge if err.status == 401 else None)
+    """The error's answer: a 401 with its challenge, a 503 with when to come back."""
+    headers: dict[str, str] | None = None
+    if err.status == 401:
+        headers = {str(hdrs.WWW_AUTHENTICATE): 'Bearer realm="engine"'}
+    elif err.status == 503:
+        headers = retry_after.header(str(err.details.get("reason") or err.code))
+    return _json(err.as_dict(), err.status, headers)
 
 
 @web.middleware

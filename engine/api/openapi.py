@@ -21,6 +21,7 @@ from aiohttp import web
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from engine import retry_after
 from engine.api import query, schema
 from engine.api.bodies import MAX_BATCH
 from engine.api.routes.operate import ApproveBody, CancelBody, DecideFindingBody, RejectBody
@@ -372,7 +373,20 @@ def _responses(
     error = {"$ref": refs[schema.Error]}
     for status in sorted(refusals - operation.answers.keys()):  # /readyz answers its own 503
         found[str(status)] = _json(error, WHY[status])
+    if "503" in found:
+        found["503"]["headers"] = _retry_after()
     return found
+
+
+def _retry_after() -> dict[str, Any]:
+    """The header every 503 carries (docs/api.md#when-to-come-back)."""
+    return {
+        retry_after.HEADER: {
+            "description": "whole seconds to wait before sending the request again",
+            "required": True,
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    }
 
 
 def _body(body: Any, refs: dict[type[BaseModel], str]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_request import BaseRequest
 
+from engine import retry_after
 from engine.api.observe import REQUEST_ID_HEADER, new_request_id
 
 log = logging.getLogger("engine.api.edge")
@@ -119,7 +120,8 @@ def refusal(status: int, exc: BaseException | None) -> tuple[int, str, str]:
 
 
 def _refused_answer() -> bytes:
-    """The whole HTTP/1.1 answer to a connection over the bound, written unread."""
+    """The whole HTTP/1.1 answer to a connection over the bound, written unread, with
+    when to come back."""
     body = json.dumps(
         {
             "error": "too_many_connections",
@@ -129,6 +131,7 @@ def _refused_answer() -> bytes:
     ).encode()
     head = (
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        f"{retry_after.HEADER}: {retry_after.seconds('too_many_connections')}\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode() + body

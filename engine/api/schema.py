@@ -163,13 +163,23 @@ class SchemaVersions(BaseModel):
 
 
 class Ready(BaseModel):
-    """Readiness: the database answers and holds exactly this engine's migrations
-    (200), or why not (503: `database_unavailable`, `migrations_behind`,
-    `migrations_ahead`)."""
+    """Readiness: the database answers, holds exactly this engine's migrations and
+    takes writes (200), or why not (503: `database_unavailable`, `migrations_behind`,
+    `migrations_ahead`, `read_only`, `disk_full`, `io_error`)."""
 
     model_config = _CLOSED
     ready: bool
-    reason: Literal["database_unavailable", "migrations_behind", "migrations_ahead"] | None = None
+    reason: (
+        Literal[
+            "database_unavailable",
+            "migrations_behind",
+            "migrations_ahead",
+            "read_only",
+            "disk_full",
+            "io_error",
+        ]
+        | None
+    ) = None
     message: str | None = None
     schema_: SchemaVersions | None = Field(default=None, alias="schema")
     version: str

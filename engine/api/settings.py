@@ -7,8 +7,7 @@ import hashlib
 import hmac
 import os
 import socket
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -113,7 +112,6 @@ class Settings:
     max_connections: int = 512  # open connections served at once; more are refused
     idle_seconds: float = 15.0  # a connection idle (or its headers unfinished) this long closes
     body_seconds: float = 30.0  # a request body must have arrived this long after its headers
-    wall_clock: Callable[[], float] = time.time  # unix seconds, for signature staleness
     adapters: Any = None  # engine.adapters.Adapters for the embedded worker (None: defaults)
 
     @classmethod

@@ -15,7 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from engine.api import signing
@@ -24,6 +24,7 @@ from engine.cli import client, exits
 from engine.cli.client import add_url_option
 from engine.cli.common import add_json_option, print_json
 from engine.cli.render import guarded
+from engine.clock import Clock, process_clock, unix_seconds
 from engine.core.durations import DurationError, parse_duration
 from engine.core.envelope import iso
 from engine.errors import BadRequest, Unavailable
@@ -164,16 +165,19 @@ def build_envelope(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     }
 
 
-def signed(secret: str, body: bytes) -> dict[str, str]:
-    """The signature headers, made afresh for each attempt (the timestamp is checked)."""
-    timestamp = str(int(time.time()))
+def signed(secret: str, body: bytes, clock: Clock) -> dict[str, str]:
+    """The signature headers, made afresh for each attempt (the timestamp is checked
+    against the runtime's clock: ENGINE_NOW's when set, docs/cli.md#environment)."""
+    timestamp = str(unix_seconds(clock))
     return {
         signing.TIMESTAMP_HEADER: timestamp,
         signing.SIGNATURE_HEADER: signing.sign(secret.encode(), timestamp, body),
     }
 
 
-def post_with_retries(args: argparse.Namespace, body: bytes, secret: str) -> tuple[int, Any]:
+def post_with_retries(
+    args: argparse.Namespace, body: bytes, secret: str, clock: Clock
+) -> tuple[int, Any]:
     """POST the envelope; while no runtime answers (Unavailable) or it answers 503,
     wait and post the same body again, at most --retries times. Unavailable after the
     last attempt; any other answer is returned as it came."""
@@ -183,7 +187,7 @@ def post_with_retries(args: argparse.Namespace, body: bytes, secret: str) -> tup
         attempt += 1
         code: int | None = None
         try:
-            code, answer = client.post(args.url, "/events", body, signed(secret, body))
+            code, answer = client.post(args.url, "/events", body, signed(secret, body, clock))
         except Unavailable as err:
             why = err.message
         else:
@@ -208,8 +212,8 @@ def run_emit(args: argparse.Namespace) -> int:
     secret = os.environ.get(SECRET_ENV)
     if not secret:
         raise BadRequest(f"{SECRET_ENV} is not set: POST /events needs the shared secret")
-    now = datetime.now(UTC)
-    envelope = build_envelope(args, now)  # usage errors before any gate runs
+    clock = process_clock()
+    envelope = build_envelope(args, clock())  # usage errors before any gate runs
     if args.gate:
         status = run_command(args.gate, "gate")
         if status is None:
@@ -225,7 +229,7 @@ def run_emit(args: argparse.Namespace) -> int:
             _log(f"dry command failed (exit {status}): nothing admitted for {args.type}")
             return exits.INVALID
     body = json.dumps(envelope, sort_keys=True).encode()
-    code, answer = post_with_retries(args, body, secret)
+    code, answer = post_with_retries(args, body, secret, clock)
     if code >= 400:
         found = answer if isinstance(answer, dict) else {}
         reason = _reason(answer)

@@ -49,6 +49,7 @@ from engine.service import doctor as checks
 from engine.service.admission import Admission
 from engine.service.context import Runtime
 from engine.service.doctor import PILEUP
+from engine.service.readiness import Readiness
 from engine.service.runs import Execution
 from engine.service.scheduler import Scheduler
 
@@ -74,6 +75,8 @@ class Service:
         self.notifying = Notifying()
         self._last_sweep: datetime | None = None
         self._recovered = False
+        # Ready means able to write (docs/api.md#get-readyz): GET /readyz asks this.
+        self.readiness = Readiness(runtime.store, runtime.clock)
 
     # ---- intake and planning ------------------------------------------------------
     def admit(self, envelope: Envelope, actor: str) -> Admission:

@@ -3,50 +3,18 @@ validators, the lifecycle machines and the clock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from engine.clock import Clock, system_clock
 from engine.core.envelope import iso
 from engine.core.ids import stable_id as stable_id
 from engine.core.machines import Lifecycle
 from engine.core.records import JournalEntry
 from engine.core.ruleset import RuleSet
 from engine.core.validation import Validators
-from engine.errors import BadRequest
 from engine.store.ports import Store, Tx
-
-Clock = Callable[[], datetime]
-
-
-def system_clock() -> datetime:
-    return datetime.now(UTC)
-
-
-NOW_ENV = "ENGINE_NOW"
-
-
-def clock_from_env(value: str | None) -> Clock:
-    """The system clock, or with ENGINE_NOW=<ISO-8601> (a testing and demo aid) a clock
-    that starts at that instant and advances in real time. BadRequest when malformed."""
-    if not value:
-        return system_clock
-    try:
-        start = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        start = None
-    if start is None or start.tzinfo is None:
-        raise BadRequest(
-            f"{NOW_ENV}={value!r} is not an ISO-8601 time with an offset, e.g. 2026-12-01T09:00:00Z"
-        )
-    offset = start - datetime.now(UTC)
-
-    def shifted() -> datetime:
-        return datetime.now(UTC) + offset
-
-    return shifted
 
 
 @dataclass

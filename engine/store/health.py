@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
+from engine import clock
 from engine.errors import StoreUnwritable, Unavailable
 
 Classify = Callable[[BaseException, bool], Unavailable | None]
@@ -43,7 +43,7 @@ class Health:
             self.last_error = {
                 "reason": reason,
                 "message": err.message,
-                "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "at": clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             }
 
     def as_dict(self) -> dict[str, Any]:

@@ -25,16 +25,16 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote
 
 import psycopg
 from psycopg import errors as pg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
+from engine import clock
 from engine.errors import Busy, ConfigError, Unavailable
+from engine.store import schema
 from engine.store.health import PROBE, Health, WatchedCursor, unwritable, watched
 from engine.store.limits import (
     KEEPALIVES_COUNT,
@@ -43,6 +43,7 @@ from engine.store.limits import (
     Limits,
     milliseconds,
 )
+from engine.store.postgres_url import connect_error, redacted, scrubbed
 from engine.store.queries import check_versions, migrations
 from engine.store.sqltx import SqlTx
 
@@ -56,60 +57,8 @@ CONNECT_TIMEOUT_S = 10
 MIGRATE_LOCK_TIMEOUT_S = 120
 
 _PARAM = re.compile(r"(?<![:\w]):([a-z_]+)")
-_PASSWORD_PARAM = re.compile(r"(password=).*", re.IGNORECASE)  # to the end: '&' may be in it
-_PASSWORD_IN_TEXT = re.compile(r"(password=)[^\s\"']*", re.IGNORECASE)
-_QUOTED = re.compile(r'"([^"]*)"')
 
 Connection = psycopg.Connection[dict[str, Any]]
-
-
-def _split(url: str) -> tuple[str, str, str] | None:
-    """(scheme://, userinfo, rest after the last '@') of a URL with credentials."""
-    scheme, sep, rest = url.partition("://")
-    at = rest.rfind("@")
-    if not sep or at < 0:
-        return None
-    return scheme + sep, rest[:at], rest[at + 1 :]
-
-
-def redacted(url: str) -> str:
-    """The URL with any password (in the user part or a `password=` parameter)
-    replaced, for logs and error messages; whatever the URL, even a malformed one."""
-    parts = _split(url)
-    if parts is not None and ":" in parts[1]:
-        user = parts[1].split(":", 1)[0]
-        url = f"{parts[0]}{user}:***@{parts[2]}"
-    return _PASSWORD_PARAM.sub(r"\1***", url)
-
-
-def _secrets(url: str) -> list[str]:
-    """The parts of a URL that may hold its password: after the user's ':', and after
-    `password=` to the end (an unescaped '&' may belong to it)."""
-    found = []
-    parts = _split(url)
-    if parts is not None and ":" in parts[1]:
-        found.append(parts[1].split(":", 1)[1])
-    at = url.lower().find("password=")
-    if at >= 0:
-        found.append(url[at + len("password=") :])
-    return [form for secret in found for form in {secret, unquote(secret)} if form]
-
-
-def scrubbed(text: str, url: str) -> str:
-    """A driver's message with the URL and its password taken out: the URL shown
-    redacted, the password and any quoted part of it replaced, on one line."""
-    text = text.replace(url, redacted(url))
-    secrets = _secrets(url)
-    for secret in secrets:
-        if len(secret) >= 3:
-            text = text.replace(secret, "***")
-
-    def quoted(match: re.Match[str]) -> str:
-        inner = match.group(1)
-        return '"***"' if any(inner in secret for secret in secrets) else match.group(0)
-
-    text = _QUOTED.sub(quoted, text)
-    return " ".join(_PASSWORD_IN_TEXT.sub(r"\1***", text).split())
 
 
 def pyformat(sql: str) -> str:
@@ -179,6 +128,7 @@ class PostgresStore:
         self._writer = _Session(self._connect, self.limits.lock_timeout, self._what)
         self._reader = _Session(self._connect, self.limits.lock_timeout, self._what)
         self._closed = False
+        self._opened = False  # until the first connection was made and the schema checked
         try:
             if only_read:
                 self.require_current()
@@ -187,21 +137,29 @@ class PostgresStore:
         except BaseException:
             self.close()
             raise
+        self._opened = True
 
     def _connect(self) -> Connection:
         """A connection with the session's bounds set; Unavailable (with the server's
         reason, never the password) when the server cannot be reached, ConfigError
-        when it refuses the role, the password or the database."""
+        when it refuses the role, the password or the database at open. Once open, a
+        refused reconnection (the database dropped under a running serve) is
+        Unavailable too: a 503 for the request, not a fault."""
         try:
             conn = psycopg.connect(self.url, **self._options)
         except psycopg.Error as err:
-            raise _refused(err, self.url) from None
+            raise self._typed(connect_error(err, self.url)) from None
         try:
             conn.execute(self._session_settings().encode())
         except psycopg.Error as err:
             conn.close()
-            raise _refused(err, self.url) from None
+            raise self._typed(connect_error(err, self.url)) from None
         return conn
+
+    def _typed(self, err: ConfigError | Unavailable) -> ConfigError | Unavailable:
+        if self._opened and isinstance(err, ConfigError):
+            return Unavailable(err.message, reason="unavailable")
+        return err
 
     def _session_settings(self) -> str:
         """The server side of the bounds, for this session."""
@@ -263,7 +221,7 @@ class PostgresStore:
                 cur.execute(sql.encode("utf-8"))  # several statements, no parameters
                 cur.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)",
-                    (version, datetime.now(UTC).isoformat()),
+                    (version, clock.now().isoformat()),
                 )
             if probe:
                 cur.execute(PROBE)
@@ -283,10 +241,16 @@ class PostgresStore:
     def write(self, exclusive: bool = True) -> Iterator[SqlTx]:
         """A write transaction. `exclusive` (the default) serialises it with every other
         exclusive writer of the database; the run-lease steps pass False. Busy when the
-        writer lock is not free within the lock timeout."""
+        writer lock is not free within the lock timeout; StoreUnwritable
+        (`migrations_ahead`, `migrations_behind`) when the schema is not this engine's
+        (engine.store.schema), before anything is written."""
         with self._transaction(writing=True) as cur:
             if exclusive:
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            applied = [row["version"] for row in cur.execute(schema.APPLIED).fetchall()]
+            refused = schema.refusal(self._what, applied, self.dialect)
+            if refused is not None:
+                raise refused
             yield SqlTx(cur, self.dialect, pyformat)
 
     @contextmanager
@@ -359,17 +323,3 @@ def _connect_options(url: str, what: str) -> dict[str, Any]:
 # What a session that was lost or ended by the server raises (25P03 is the server
 # ending a session idle in its transaction too long: an InternalError to psycopg).
 _LOST = (psycopg.OperationalError, psycopg.InterfaceError, pg.IdleInTransactionSessionTimeout)
-
-# SQLSTATEs of a server that refuses who we are or what we ask for: a configuration to
-# fix (28: role or password; 3D000: no such database; 42501: no privilege).
-_REFUSALS = ("28", "3D000", "42501")
-
-
-def _refused(err: psycopg.Error, url: str) -> ConfigError | Unavailable:
-    """The typed error of a failed connection: ConfigError when the server (or libpq)
-    refuses the settings, Unavailable when it cannot be reached."""
-    what, reason = redacted(url), scrubbed(str(err), url) or type(err).__name__
-    state = err.sqlstate or ""
-    if state.startswith(_REFUSALS) or (not state and reason.startswith("invalid ")):
-        return ConfigError(f"the database {what} refuses the connection: {reason}")
-    return Unavailable(f"cannot open the database {what}: {reason}", reason="unavailable")

@@ -20,11 +20,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
+from engine import clock
 from engine.errors import Busy, ConfigError, Unavailable
+from engine.store import schema
 from engine.store.health import PROBE, Health, WatchedCursor, unwritable, watched
 from engine.store.limits import Limits, milliseconds
 from engine.store.queries import check_versions, migrations
@@ -119,7 +120,7 @@ class SqliteStore:
         newest = max(v for v, _ in known)
         if not probe and self._up_to_date(newest):
             return
-        with self.write():  # the writer's lock is held: its connection is ours
+        with self._write(schema=False):  # the writer's lock is held: its connection is ours
             conn = self._writer
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
@@ -134,7 +135,7 @@ class SqliteStore:
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-                    (version, datetime.now(UTC).isoformat()),
+                    (version, clock.now().isoformat()),
                 )
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(PROBE)
@@ -151,17 +152,25 @@ class SqliteStore:
         return {v for v, _ in migrations("sqlite")} <= done
 
     # ---- transactions -------------------------------------------------------------------
-    @contextmanager
-    def write(self, exclusive: bool = True) -> Iterator[SqlTx]:
+    def write(self, exclusive: bool = True) -> AbstractContextManager[SqlTx]:
         """A write transaction. SQLite serialises every writer, so `exclusive` (which
         lets PostgreSQL run a worker's lease steps beside planning) changes nothing.
-        Busy when the writer lock is not free within the lock timeout."""
+        Busy when the writer lock is not free within the lock timeout; StoreUnwritable
+        (`migrations_ahead`, `migrations_behind`) when the schema is not this engine's
+        (engine.store.schema), before anything is written."""
+        return self._write(schema=True)
+
+    @contextmanager
+    def _write(self, schema: bool) -> Iterator[SqlTx]:
+        """A write transaction; `schema`: refuse one on a schema not this engine's."""
         with watched(self.health, self._classify, True), self._held(self._wlock) as waited:
             conn = self._writer
             self._set_busy_timeout(conn, self.limits.lock_timeout - waited)
             conn.execute("BEGIN IMMEDIATE")
             cursor = WatchedCursor(conn.cursor(), self._classify, self.health, writing=True)
             try:
+                if schema:
+                    self._check_schema(cursor)
                 yield SqlTx(cursor)
                 cursor.probe_if_unwritable()
                 conn.execute("COMMIT")
@@ -170,6 +179,12 @@ class SqliteStore:
                 raise
         if cursor.wrote:
             self.health.wrote()
+
+    def _check_schema(self, cursor: WatchedCursor) -> None:
+        applied = [row[0] for row in cursor.execute(schema.APPLIED).fetchall()]
+        refused = schema.refusal(str(self.path), applied, self.dialect)
+        if refused is not None:
+            raise refused
 
     @contextmanager
     def read(self) -> Iterator[SqlTx]:

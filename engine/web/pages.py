@@ -140,8 +140,8 @@ def show(request: web.Request, template: str, status: int = 200, **context: Any)
         flash, session.flash = session.flash, []
     return page(
         template,
+        service(request).rt.clock(),
         status=status,
-        now=service(request).rt.clock(),
         session=session,
         flash=flash,
         path=request.path,

@@ -5,7 +5,7 @@ no framing, no caching and no referrer (docs/web.md#security)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import jinja2
@@ -68,12 +68,12 @@ def environment() -> jinja2.Environment:
 _ENV: jinja2.Environment | None = None
 
 
-def page(template: str, status: int = 200, **context: Any) -> web.Response:
-    """The rendered template as an HTML answer with the page headers."""
+def page(template: str, now: datetime, status: int = 200, **context: Any) -> web.Response:
+    """The rendered template as an HTML answer with the page headers; relative times
+    read from `now` (the runtime's clock)."""
     global _ENV
     if _ENV is None:
         _ENV = environment()
-    now = context.pop("now", None) or datetime.now(UTC)
     text = _ENV.get_template(template).render(now=now, ago=lambda t: relative(t, now), **context)
     return web.Response(
         text=text, status=status, content_type="text/html", charset="utf-8", headers=PAGE_HEADERS

@@ -8,11 +8,14 @@ keeps exit 1 for invalid rules. Each command is a real subprocess."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -104,3 +107,67 @@ def test_an_unreachable_database_server_is_restarted(command: str, tmp_path: Pat
 def test_an_address_in_use_is_restarted(listening: int, tmp_path: Path) -> None:
     """Another process holds the port (an old serve still stopping): 1."""
     assert engine(tmp_path, "serve", API, "--port", str(listening)) == 1
+
+
+# ---- a PostgreSQL server that refuses the settings: 2, one line, no secret ------------
+
+PASSWORD = "pw-never-shown-1"
+
+
+def with_user(url: str, user: str, password: str | None = None) -> str:
+    """`url` with its user (and password) replaced."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    login = f"{user}:{password}" if password else user
+    return urlunsplit(parts._replace(netloc=f"{login}@{host}"))
+
+
+def refusing_urls(admin: str) -> dict[str, tuple[str, str]]:
+    """By case: a URL the server (or libpq) refuses, and what the line must say."""
+    base = admin.rsplit("/", 1)[0]
+    user = urlsplit(admin).username or "engine"
+    sep = "&" if "?" in admin else "?"
+    return {
+        "no such database": (
+            with_user(f"{base}/engine_no_such_database", user, PASSWORD),
+            r'database "engine_no_such_database" does not exist|authentication failed',
+        ),
+        "no such role": (
+            with_user(admin, "engine_no_such_role", PASSWORD),
+            r'role "engine_no_such_role" does not exist|authentication failed',
+        ),
+        "bad sslmode": (f"{admin}{sep}sslmode=bogus", r'invalid sslmode value: "bogus"'),
+    }
+
+
+@pytest.mark.parametrize("case", ["no such database", "no such role", "bad sslmode"])
+@pytest.mark.parametrize(
+    "command",
+    [["serve", "--no-worker", "--port", "0"], ["worker", "--once"], ["runs"]],
+    ids=["serve", "worker", "runs"],
+)
+def test_a_database_the_server_refuses_is_not_restarted(
+    command: list[str], case: str, postgres_server: Any, tmp_path: Path
+) -> None:
+    """A PostgreSQL database or role that does not exist, or `?sslmode=bogus`: serve,
+    worker and a reading command exit 2 (docs/cli.md#exit-codes: a restart will not
+    help) with one line naming the refusal, no traceback and never the password."""
+    url, says = refusing_urls(postgres_server.admin_url)[case]
+    paths = ["--rules", str(API / "loops"), "--registry", str(API / "registry")]
+    paths += ["--config", str(ROOT / "tests/data/no_config")]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", *command, *paths],
+        cwd=tmp_path,
+        env={**base, **SECRETS, "ENGINE_DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: the database "), done.stderr
+    assert "refuses the connection" in lines[0] and re.search(says, lines[0]), lines[0]
+    assert "a restart will not help" in lines[0]
+    assert PASSWORD not in done.stderr + done.stdout

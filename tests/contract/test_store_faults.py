@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -292,6 +292,28 @@ def test_a_read_only_server_database_is_refused_at_open(postgresql_database: str
     with pytest.raises(StoreUnwritable) as caught:
         open_store(postgresql_database)
     assert caught.value.details["reason"] == "read_only" and caught.value.exit_code == 2
+
+
+def test_a_database_dropped_under_an_open_store_is_unavailable_not_a_fault(
+    postgres_server: Any,
+) -> None:
+    """PostgreSQL: a database that does not exist is ConfigError at open (exit 2: a
+    restart will not help), but once the store is open, the same refusal on a
+    reconnection (the database dropped under a running serve) is Unavailable: a 503
+    for the request, not a 500."""
+    url = postgres_server.new_database()
+    store = open_store(url)
+    try:
+        postgres_server.drop(url)  # WITH (FORCE): the store's sessions are ended
+        with pytest.raises(Unavailable) as caught, store.write() as tx:
+            tx.insert_event(event("after-the-drop"))
+        assert not isinstance(caught.value, ConfigError)
+        assert "does not exist" in caught.value.message
+    finally:
+        store.close()
+    with pytest.raises(ConfigError) as refused:
+        open_store(url)
+    assert refused.value.exit_code == 2 and "does not exist" in refused.value.message
 
 
 # ---- PostgreSQL: the server's own bounds -------------------------------------------------

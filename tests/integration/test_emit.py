@@ -19,15 +19,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
-from conftest import EVENT_SECRET, ROOT, Serve, free_port, tree_args
+from conftest import EVENT_SECRET, OPERATOR_TOKENS, ROOT, Serve, free_port, launch_serve, tree_args
 
 
 def emit(
-    serve: Serve | str, *args: str, secret: str | None = EVENT_SECRET
+    serve: Serve | str,
+    *args: str,
+    secret: str | None = EVENT_SECRET,
+    now: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m engine emit ARGS --url` the serve's (or the given) URL."""
+    """Run `python -m engine emit ARGS --url` the serve's (or the given) URL, its clock
+    placed at `now` (ENGINE_NOW) when given."""
     url = serve if isinstance(serve, str) else serve.url
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
+    if now is not None:
+        env["ENGINE_NOW"] = now
     if secret is not None:
         env["ENGINE_EVENT_SECRET"] = secret
     return subprocess.run(
@@ -262,3 +268,47 @@ def test_a_503_is_retried_with_the_same_event_id() -> None:
     assert [ln.split(" in ")[0] for ln in retries] == [
         f"engine emit: the runtime answered 503 (database busy); retry {n} of 3" for n in (1, 2)
     ]
+
+
+PLACED = "2026-11-30T10:00:30Z"  # a week and more before any day this suite runs on
+
+
+def test_emit_on_a_placed_clock_is_admitted_by_a_serve_on_that_clock(tmp_path: Path) -> None:
+    """With ENGINE_NOW set for serve and for `engine emit` (docs/cli.md#environment), the
+    bridge tick's slot, occurredAt and signature all read the placed clock: serve admits
+    the 2026-11-30 slot instead of refusing a slot of the system's day as not come yet."""
+    tokens = ",".join(f"{k}:{v}" for k, v in OPERATOR_TOKENS.items())
+    env = {"ENGINE_EVENT_SECRET": EVENT_SECRET, "ENGINE_OPERATOR_TOKEN": tokens}
+    serve = launch_serve(tmp_path, ROOT, {**env, "ENGINE_NOW": PLACED})
+    try:
+        bound = ("--loop", "factory-triage", "--every", "24h")
+        payload = ("--payload", '{"repo":"factory"}')
+        done = emit(serve, "factory.triage.requested", *payload, *bound, now=PLACED)
+        assert done.returncode == 0, done.stderr + serve.log.read_text()
+        event_id = "bridge:factory-triage:2026-11-30T00:00:00Z"
+        assert done.stdout == f"{event_id}: admitted\n"
+        status, found = event(serve, event_id)
+        assert status == 200, found
+        assert found["event"]["occurredAt"].startswith("2026-11-30T10:00:")
+        assert found["event"]["payload"]["slot"] == "2026-11-30T00:00:00Z"
+    finally:
+        serve.stop()
+
+
+def test_emit_on_the_system_clock_is_refused_by_a_serve_on_a_placed_one(
+    tmp_path: Path,
+) -> None:
+    """ENGINE_NOW set for serve but not for `engine emit`: the signed post is refused
+    (exit 1, its timestamp away from the runtime's clock) and nothing is admitted, so a
+    clock set for one process only shows at once instead of firing the wrong slot."""
+    tokens = ",".join(f"{k}:{v}" for k, v in OPERATOR_TOKENS.items())
+    env = {"ENGINE_EVENT_SECRET": EVENT_SECRET, "ENGINE_OPERATOR_TOKEN": tokens}
+    serve = launch_serve(tmp_path, ROOT, {**env, "ENGINE_NOW": PLACED})
+    try:
+        event_id = fresh()
+        done = emit(serve, "factory.work.requested", "--event-id", event_id)
+        assert done.returncode == 1
+        assert "away from the runtime's clock" in done.stderr, done.stderr
+        assert event(serve, event_id)[0] == 404
+    finally:
+        serve.stop()

@@ -88,8 +88,9 @@ def test_idle_connections_beyond_the_bound_never_make_serve_deaf(serve_factory: 
 
 def test_a_connection_over_a_bound_of_busy_ones_is_a_json_503(serve_factory: Any) -> None:
     """When every connection of the bound has a request in hand (a body still
-    arriving), one more is answered 503 too_many_connections in the error shape and
-    closed; once they end, new connections are served again."""
+    arriving), one more is answered 503 too_many_connections in the error shape, with
+    `Retry-After: 1` (docs/api.md#when-to-come-back), and closed; once they end, new
+    connections are served again."""
     serve = serve_factory(ROOT / "tests" / "data" / "api", SECRETS, "--max-connections", "4")
     head = b"POST /inject HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{"
     with connections(serve, 4) as busy:
@@ -99,6 +100,7 @@ def test_a_connection_over_a_bound_of_busy_ones_is_a_json_503(serve_factory: Any
         status, headers, body = exchange(serve, b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
         assert (status, body["error"]) == (503, "too_many_connections")
         assert headers["content-type"].startswith("application/json")
+        assert headers["retry-after"] == "1"
     deadline = time.monotonic() + 5
     while status_of(serve) != 200:
         assert time.monotonic() < deadline

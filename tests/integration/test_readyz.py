@@ -5,6 +5,8 @@ or the PostgreSQL server is down, or when the store is closed."""
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +59,17 @@ def test_readyz_follows_the_migrations_of_the_database(serve_factory: Any, datab
 
 def test_readyz_is_503_once_the_sqlite_file_is_gone(serve_factory: Any) -> None:
     """The database file removed under a running serve: not ready (503,
-    database_unavailable), while /healthz (liveness) still answers 200."""
+    database_unavailable, `Retry-After: 5`), while /healthz (liveness) still answers 200."""
     serve = serve_factory(API_TREE, ENV)
     assert ready(serve)[0] == 200
     Path(serve.db).unlink()
     status, answer = ready(serve)
     assert (status, answer["ready"], answer["reason"]) == (503, False, "database_unavailable")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        direct.open(f"{serve.url}/readyz", timeout=30)
+    assert refused.value.headers["Retry-After"] == "5"
+    refused.value.close()
     assert "is gone" in answer["message"]
     assert serve.request("GET", "/healthz")[0] == 200
 

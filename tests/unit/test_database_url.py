@@ -1,16 +1,19 @@
 """A PostgreSQL URL the engine cannot use is a one-line ConfigError that never shows
-its password, however malformed the URL; the engine's connection defaults (keepalives
-among them) apply only where the URL says nothing."""
+its password, however malformed the URL, and so is a connection the server refuses
+(a restart will not help) while one it cannot make yet is Unavailable; the engine's
+connection defaults (keepalives among them) apply only where the URL says nothing."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, Unavailable
 from engine.store.limits import KEEPALIVES_IDLE_S
 from engine.store.postgres import _connect_options, redacted, scrubbed
+from engine.store.postgres_url import connect_error
 
 # Passwords people write, including characters that URLs and libpq treat specially.
 # Each holds a "§", which no message text does, so finding the password in a message
@@ -73,3 +76,52 @@ def test_an_unknown_option_names_it(url: str) -> None:
     """An option libpq does not know is named in the refusal."""
     with pytest.raises(ConfigError, match="bogus"):
         _connect_options(url, redacted(url))
+
+
+# ---- a failed connection: a refusal (exit 2) or the server not there yet (exit 1) -----
+
+URL = "postgresql://engine:pw§x@db:5432/engine"
+AT = 'connection failed: connection to server at "10.0.0.5", port 5432 failed: '
+REFUSED = [
+    AT + 'FATAL:  database "engine" does not exist',
+    AT + 'FATAL:  role "engine" does not exist',
+    AT + 'FATAL:  password authentication failed for user "engine"',
+    AT + 'FATAL:  Peer authentication failed for user "engine"',
+    AT + 'FATAL:  no pg_hba.conf entry for host "10.0.0.9", user "engine", database "engine"',
+    AT + 'FATAL:  permission denied for database "engine"',
+    AT + 'FATAL:  role "engine" is not permitted to log in',
+    AT + 'FATAL:  database "engine" is not currently accepting connections',
+    AT + "fe_sendauth: no password supplied",
+    'connection is bad: invalid sslmode value: "bogus"',
+    'invalid integer value "x" for connection option "port"',
+]
+PASSING = [
+    AT
+    + "Connection refused\n\tIs the server running on that host and accepting TCP/IP connections?",
+    AT + "FATAL:  the database system is starting up",
+    AT + "FATAL:  the database system is shutting down",
+    AT + "FATAL:  sorry, too many clients already",
+    AT + "FATAL:  terminating connection due to administrator command",
+    "connection timeout expired",
+    'connection failed: could not translate host name "db" to address: Temporary failure',
+]
+
+
+@pytest.mark.parametrize("message", REFUSED)
+def test_a_refused_connection_is_a_configuration_error(message: str) -> None:
+    """A database or role that does not exist, a refused password or login, an option
+    libpq cannot use: ConfigError (exit 2, a restart will not help) naming the refusal
+    alone, on one line, without the password."""
+    err = connect_error(psycopg.OperationalError(message), URL)
+    assert isinstance(err, ConfigError) and err.exit_code == 2
+    assert "\n" not in err.message and "pw§x" not in err.message
+    assert "a restart will not help" in err.message
+    assert "connection to server at" not in err.message  # libpq's preamble left out
+
+
+@pytest.mark.parametrize("message", PASSING)
+def test_a_server_not_there_yet_may_pass_on_a_restart(message: str) -> None:
+    """A server down, starting, stopping, full or not found yet: Unavailable (exit 1),
+    so a supervisor tries again."""
+    err = connect_error(psycopg.OperationalError(message), URL)
+    assert type(err) is Unavailable and err.exit_code == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from engine import retry_after
 from engine.api import query, wire
 from engine.api.context import call_read, operator, reply, service, settings
 from engine.api.observe import OBSERVED
@@ -13,7 +14,6 @@ from engine.core.paging import EventQuery, NotificationQuery, RunQuery, journal_
 from engine.core.states import RunState
 from engine.service.doctor import PILEUP
 from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus, scrape
-from engine.service.readiness import readiness
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
 DELIVERY_CHOICES = frozenset({*DELIVERY_STATES, "all"})
@@ -148,9 +148,13 @@ async def healthz(request: web.Request, _: query.Args) -> web.Response:
 async def readyz(request: web.Request, _: query.Args) -> web.Response:
     """Readiness for supervisors and load balancers: open to anyone; 200 when the
     database answers and its migrations are this engine's, else 503 with the reason
-    (docs/api.md#get-readyz). One small read, never a write."""
-    found = await call_read(readiness, service(request).rt.store)
-    return reply({**found, "version": wire.version()}, 200 if found["ready"] else 503)
+    (docs/api.md#get-readyz) and when to ask again (`Retry-After`). One small read, never
+    a write."""
+    found = await call_read(service(request).readiness)
+    answer = reply({**found, "version": wire.version()}, 200 if found["ready"] else 503)
+    if not found["ready"]:
+        answer.headers.update(retry_after.header(found["reason"]))
+    return answer
 
 
 @routes.get("/status")

@@ -13,7 +13,7 @@ from aiohttp import web
 from engine.api import query, signing
 from engine.api.auth import OPERATOR_HEADER, inject_actor, require_loopback
 from engine.api.bodies import envelopes, parse_json, read_body
-from engine.api.context import admit, reply, settings
+from engine.api.context import admit, reply, service, settings
 from engine.core.decisions import Actor
 
 routes = web.RouteTableDef()
@@ -37,7 +37,7 @@ async def post_events(request: web.Request, _: query.Args) -> web.Response:
         request.headers.get(signing.TIMESTAMP_HEADER),
         request.headers.get(signing.SIGNATURE_HEADER),
         body,
-        config.wall_clock(),
+        service(request).rt.clock().timestamp(),  # the one clock: ENGINE_NOW's when set
         config.staleness_seconds,
     )
     return await _admit(request, body, Actor.BRIDGE.value)
