@@ -9,7 +9,6 @@ runtime loop."""
 from __future__ import annotations
 
 import logging
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from engine import clock
 from engine.core.records import NotificationRecord
 from engine.notify import message, signing
 from engine.notify.redact import scrub
@@ -93,7 +93,7 @@ class WebhookSink:
     shown: str
     key: bytes | None = field(default=None, repr=False)
     secrets: frozenset[str] = field(default=frozenset(), repr=False)
-    wall: Callable[[], float] = time.time  # webhook-timestamp: the receiver's clock's kind
+    wall: Callable[[], float] = lambda: clock.now().timestamp()  # webhook-timestamp (engine.clock)
     timeout: float = TIMEOUT_S
     kind: str = "webhook"
 
