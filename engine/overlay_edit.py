@@ -23,6 +23,7 @@ from ruamel.yaml.error import YAMLError
 from dsl.diagnostics import RulesError, did_you_mean
 from engine.errors import BadRequest, NotFound, Unprocessable
 from engine.loading import Paths, load_rules
+from engine.yaml_reader import refusal
 
 OVERLAY = "schedule.yaml"
 HEADER = """\
@@ -88,6 +89,10 @@ def _edited(original: bytes | None, loop: str, enabled: bool, file: Path) -> str
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap the operator's long lines
     source = original.decode("utf-8") if original and original.strip() else HEADER
+    refused = refusal(source)  # read as every YAML file is (engine.yaml_reader)
+    if refused is not None:
+        where = f"{file}:{refused.line}:{refused.column}"
+        raise BadRequest(f"{where}: error[{refused.code}]: {refused.message}; fix it first")
     try:
         doc = yaml.load(source)
     except YAMLError as err:
