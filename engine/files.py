@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsl.diagnostics import Collector, Span
+from dsl.diagnostics import LINE_BREAK, Collector, Span
 
 # How deeply a YAML or JSON file may nest mappings and lists (E0908): far beyond any
 # registry or configuration, and well within what reading it, validating it and
@@ -79,9 +79,10 @@ def unreadable(collector: Collector, path: Path, reason: str) -> None:
     collector.error("E0905", f"cannot read {path.name}: {reason}", Span(display(path), 1, 1))
 
 
-def read_text(path: Path, collector: Collector) -> str | None:
-    """The file's text, registered for quoting in diagnostics; None (with E0905 or
-    E0907, at the first byte that is not UTF-8) when it cannot be read as text."""
+def read_text(path: Path, collector: Collector, breaks: re.Pattern[str] = LINE_BREAK) -> str | None:
+    """The file's text, registered for quoting in diagnostics (its lines split at
+    `breaks`, as its parser counts them); None (with E0905 or E0907, at the first byte
+    that is not UTF-8) when it cannot be read as text."""
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -91,7 +92,7 @@ def read_text(path: Path, collector: Collector) -> str | None:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        collector.sources.add(name, data.decode("utf-8", "replace"))
+        collector.sources.add(name, data.decode("utf-8", "replace"), breaks)
         start = data.rfind(b"\n", 0, err.start) + 1
         line = data.count(b"\n", 0, err.start) + 1
         column = len(data[start : err.start].decode("utf-8", "replace")) + 1
@@ -102,7 +103,7 @@ def read_text(path: Path, collector: Collector) -> str | None:
             "save the file as UTF-8",
         )
         return None
-    collector.sources.add(name, text)
+    collector.sources.add(name, text, breaks)
     return text
 
 
@@ -161,7 +162,7 @@ def read_nested(
     path: Path, collector: Collector, measure: Callable[[str], Refusal | None]
 ) -> str | None:
     """`read_text`, then refused (None, with the refusal's diagnostic) when `measure`
-    (json_refusal, or engine.yaml_reader.refusal) refuses the text."""
+    (json_refusal) refuses the text."""
     text = read_text(path, collector)
     if text is None:
         return None

@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
-from dsl.diagnostics import Collector, Diagnostic, RulesError, Span, did_you_mean
+from dsl.diagnostics import YAML_LINE_BREAK, Collector, Diagnostic, RulesError, Span, did_you_mean
 from dsl.model import RuleFile
 from engine import check_cache, files
 from engine.check_cache import CheckCache
@@ -352,7 +352,7 @@ def _kept(
     entry = check_cache.key(f"{kind}:{'fast' if fast else 'placed'}", name, data)
     found = cache.get(entry)
     if isinstance(found, list) and all(isinstance(item, Located) for item in found):
-        collector.sources.add(name, data.decode("utf-8", "replace"))
+        collector.sources.add(name, data.decode("utf-8", "replace"), YAML_LINE_BREAK)
         return found
     before = len(collector.items)
     result = load()

@@ -15,10 +15,17 @@ how many values each anchor stands for and how deeply it nests, and refuses a fi
 - whose aliases together repeat more than MAX_ALIAS_NODES values (E0909),
 - with an alias inside its own anchor, a value without end (E0909),
 - nested deeper than MAX_NESTING, written so or through an alias (E0908, E0909),
-- defining an anchor twice (E0901: libyaml refuses it, the Python loader only warns).
+- defining an anchor twice (E0901: libyaml refuses it, the Python loader only warns),
+- or declaring `%YAML 1.1` (E0901: the engine reads YAML 1.2, the same on both loaders).
 
 A file without aliases is bounded by its size, and only the depth applies to it. The
-measure is linear in the events, so a refusal comes in milliseconds."""
+measure is linear in the events, so a refusal comes in milliseconds.
+
+It reads the events of the parser that loads the file: the round-trip parser's own, as
+the composer takes them (`_MeasuredParser`), or, before the libyaml loader, a parse by
+the same C parser. Two parsers can disagree about a text (libyaml breaks lines at NEL
+and LS, the round-trip parser does not inside quotes), and a bound checked on one
+parser's reading must hold for what the other builds."""
 
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from typing import Any
 
 import ruamel.yaml
 from ruamel.yaml import YAML
+from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor, SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import (
     AliasEvent,
@@ -38,11 +46,13 @@ from ruamel.yaml.events import (
     Event,
     NodeEvent,
     ScalarEvent,
+    StreamStartEvent,
 )
+from ruamel.yaml.parser import RoundTripParser
 from ruamel.yaml.reader import ReaderError
 
-from dsl.diagnostics import Collector, Span
-from engine.files import MAX_NESTING, Refusal, display, read_nested, too_deep
+from dsl.diagnostics import YAML_LINE_BREAK, Collector, Span
+from engine.files import MAX_NESTING, Refusal, display, read_text, too_deep
 
 # How many values the aliases of one file may repeat in all (E0909): a shared block of
 # a few dozen settings, aliased in every one of hundreds of entries, stays far below it;
@@ -70,12 +80,21 @@ class _Measure:
     repeated: int = 0
 
 
+class Refused(YAMLError):
+    """Raised while YAML is read, before any value is built: the text passes a bound."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(
+            f"{refusal.line}:{refusal.column}: error[{refusal.code}]: {refusal.message}"
+        )
+        self.refusal = refusal
+
+
 def refusal(text: str, budget: int = MAX_ALIAS_NODES, depth: int = MAX_NESTING) -> Refusal | None:
-    """Why YAML text must not be loaded, and where (None: it may be). A syntax error
-    is left to the loader, which reports it with its place."""
-    parser = YAML(typ="safe") if ruamel.yaml.__with_libyaml__ else YAML(typ="rt")
+    """Why YAML text must not be loaded, and where (None: it may be), as the round-trip
+    loader measures it. A syntax error is left to the loader, which reports it."""
     try:
-        return measure(parser.parse(text), budget, depth)
+        return measure(YAML(typ="rt").parse(text), budget, depth)
     except YAMLError:
         return None
 
@@ -91,8 +110,11 @@ def measure(events: Iterable[Event], budget: int, depth: int) -> Refusal | None:
 
 
 def _step(state: _Measure, event: Event) -> Refusal | None:
-    if isinstance(event, DocumentStartEvent):
+    if isinstance(event, (StreamStartEvent, DocumentStartEvent)):
+        state.stack.clear()
         state.anchors.clear()
+        state.repeated = 0
+        return _versioned(event)
     elif isinstance(event, CollectionStartEvent):
         return _open(state, event)
     elif isinstance(event, CollectionEndEvent):
@@ -106,6 +128,17 @@ def _step(state: _Measure, event: Event) -> Refusal | None:
     elif isinstance(event, AliasEvent):
         return _alias(state, event)
     return None
+
+
+def _versioned(event: Event) -> Refusal | None:
+    """E0901 for a `%YAML 1.1` directive: the engine reads YAML 1.2 (where `yes` is a
+    string and `1e3` a number), and 1.1's rules would read the same file otherwise."""
+    version = getattr(event, "version", None)
+    if version is None or tuple(version) == (1, 2):
+        return None
+    shown = ".".join(str(part) for part in version)
+    hint = "remove the directive: the engine reads every file as YAML 1.2"
+    return Refusal("E0901", f"invalid YAML: %YAML {shown}: not YAML 1.2", *_where(event), hint)
 
 
 def _open(state: _Measure, event: CollectionStartEvent) -> Refusal | None:
@@ -175,24 +208,99 @@ def _where(event: Event) -> tuple[int, int]:
 # ---- loading --------------------------------------------------------------------------
 
 
-def _yaml(fast: bool) -> YAML:
-    """Round-trip YAML keeps every position; the libyaml (C) loader is several times
-    faster and keeps none, so it serves only files whose positions are needed just
-    for diagnostics, and only when a run has none (see `engine.loading.load_rules`)."""
-    yaml = YAML(typ="safe") if fast and ruamel.yaml.__with_libyaml__ else YAML(typ="rt")
+class _MeasuredParser(RoundTripParser):
+    """The round-trip parser, measuring every event as it is made, before the composer
+    looks at it: the loader composes a whole document before it builds a value, so a
+    refusal comes before anything is built, from the very events the loader reads."""
+
+    def __init__(self, loader: Any) -> None:
+        super().__init__(loader)
+        self.measured = _Measure(MAX_ALIAS_NODES, MAX_NESTING, [], {})
+
+    def _next(self) -> None:
+        if self.current_event is None and self.state:
+            self.current_event = event = self.state()
+            found = _step(self.measured, event)
+            if found is not None:
+                raise Refused(found)
+
+    def check_event(self, *choices: Any) -> bool:
+        self._next()
+        return super().check_event(*choices)
+
+    def peek_event(self) -> Any:
+        self._next()
+        return super().peek_event()
+
+    def get_event(self) -> Any:
+        self._next()
+        return super().get_event()
+
+
+class _Placing:
+    """A constructor whose failure on one value (ruamel's `!!float nan x` is a
+    ValueError; `!!int`, `!!timestamp`, `!!binary` have their own) is a
+    ConstructorError at that value's place, as a syntax error is, never a traceback."""
+
+    def construct_non_recursive_object(self, node: Any, tag: str | None = None) -> Any:
+        try:
+            return super().construct_non_recursive_object(node, tag)  # type: ignore[misc]
+        except YAMLError:
+            raise
+        except Exception as err:  # whatever a value's constructor raises: the file's fault
+            problem = f"cannot read this {node.tag.rsplit(':', 1)[-1]} value ({err})"
+            raise ConstructorError(None, None, problem, node.start_mark) from None
+
+
+class _RoundTripConstructor(_Placing, RoundTripConstructor):
+    pass
+
+
+class _SafeConstructor(_Placing, SafeConstructor):
+    pass
+
+
+def round_trip() -> YAML:
+    """A round-trip YAML (every position, comments, quoting kept) that raises Refused
+    for text past a bound; what `engine.overlay_edit` edits the overlay with."""
+    yaml = YAML(typ="rt")
+    yaml.Parser = _MeasuredParser
+    yaml.Constructor = _RoundTripConstructor
     yaml.allow_duplicate_keys = False
     return yaml
 
 
+def load(text: str, fast: bool = False) -> Any:
+    """YAML text as values: round-trip (with positions), or, when `fast`, through the
+    libyaml (C) loader, several times faster and with no positions, for files whose
+    positions serve only diagnostics and a run that has none (see
+    `engine.loading.load_rules`). Refused before a value is built for text past a bound
+    (measured from the C parser's own events on the fast path); YAMLError for text that
+    is not YAML."""
+    if not (fast and ruamel.yaml.__with_libyaml__):
+        return round_trip().load(text)
+    found = measure(YAML(typ="safe").parse(text), MAX_ALIAS_NODES, MAX_NESTING)
+    if found is not None:
+        raise Refused(found)
+    yaml = YAML(typ="safe")
+    yaml.Constructor = _SafeConstructor
+    yaml.allow_duplicate_keys = False
+    return yaml.load(text)
+
+
 def read_yaml(path: Path, collector: Collector, fast: bool = False) -> Any:
     """Parse a YAML file (keeping positions unless `fast`); None (with a diagnostic)
-    when it is not YAML, or `refusal` refuses it."""
+    when it is not YAML, or passes a bound."""
     name = display(path)
-    text = read_nested(path, collector, refusal)
+    text = read_text(path, collector, YAML_LINE_BREAK)
     if text is None:
         return None
     try:
-        return _yaml(fast).load(text)
+        return load(text, fast)
+    except Refused as err:
+        found = err.refusal
+        at = Span(name, found.line, found.column)
+        collector.error(found.code, found.message, at, found.hint)
     except MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
