@@ -190,3 +190,31 @@ def test_a_shared_block_of_settings_loads_as_written_out(tmp_path: Path) -> None
             (name, ("{python}", "-m", "x"), ("ENGINE_DB", "ENGINE_RULES"))
             for name in ("one", "two", "three")
         ]
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["round-trip", "libyaml"])
+@pytest.mark.parametrize(
+    "value", ["!!float nan repos", "!!float 1e3e4", "!!int 12x", "!!timestamp 2024-13-45"]
+)
+def test_a_tagged_value_its_tag_cannot_read_is_invalid_yaml_at_its_place(
+    tmp_path: Path, fast: bool, value: str
+) -> None:
+    """A value whose explicit tag's constructor fails on it (ruamel raises a bare
+    ValueError for some) is E0901 at the value, on either loader, not a traceback."""
+    data, collector = read(tmp_path, f"repos:\n  a: {value}\n", fast)
+    assert data is None
+    [problem] = collector.items
+    assert (problem.code, problem.span.line, problem.span.column) == ("E0901", 2, 6)
+    assert problem.message.startswith("invalid YAML: cannot read this ")
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["round-trip", "libyaml"])
+def test_a_yaml_1_1_directive_is_refused_on_either_loader(tmp_path: Path, fast: bool) -> None:
+    """`%YAML 1.1` would read the file by other rules (and make ruamel warn at length
+    about `1e3`): E0901 with a hint, on either loader; `%YAML 1.2` is read."""
+    data, collector = read(tmp_path, "%YAML 1.1\n---\na: 1e3\n", fast)
+    assert data is None
+    [problem] = collector.items
+    assert problem.code == "E0901" and "%YAML 1.1" in problem.message and problem.hint
+    data, collector = read(tmp_path, "%YAML 1.2\n---\na: 1e3\n", fast)
+    assert (data, collector.items) == ({"a": 1000.0}, [])
