@@ -31,7 +31,7 @@ from engine.core.config import HostClock, OverlayEntry, RepoEntry
 from engine.core.registry import Definition, EventType, Probe
 
 ROOT = Path(__file__).resolve().parents[2]
-FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 HEAD = re.compile(r"\S[^:]*:[1-9][0-9]*:[1-9][0-9]*: (error|warning)\[[EW][0-9]{4}\]: \S.*")
 GUTTER = re.compile(r" *([0-9]+ )?\|( .*)?")
