@@ -79,6 +79,7 @@ CODES: dict[str, str] = {
     "E0906": "duplicate registry entry",
     "E0907": "file is not UTF-8 text",
     "E0908": "YAML or JSON nested too deeply",
+    "E0909": "YAML aliases expand too far",
     # warnings: the rules load
     "W0901": "old spelling (loads for one release; engine fmt --write rewrites it)",
 }

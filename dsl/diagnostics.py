@@ -4,6 +4,7 @@ caret, and collects every problem of a run so `engine check` reports them all at
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -33,16 +34,17 @@ class Diagnostic:
 
     def render(self) -> str:
         """Render as `file:line:col: error[CODE]: message`, the line, a caret, and a hint."""
-        head = f"{self.span}: {self.severity}[{self.code}]: {self.message}"
+        head = f"{shown(str(self.span))}: {self.severity}[{self.code}]: {shown(self.message)}"
         lines = [head]
         if self.source_line:
             gutter = str(self.span.line)
             pad = " " * len(gutter)
-            text, column = _window(self.source_line.rstrip("\n").expandtabs(1), self.span.column)
+            line = self.source_line.rstrip("\n").expandtabs(1)
+            text, column = _window(shown(line), len(shown(line[: self.span.column - 1])) + 1)
             caret = " " * max(column - 1, 0) + "^"
             lines += [f"{pad} |", f"{gutter} | {text}", f"{pad} | {caret}"]
         if self.hint:
-            lines.append(f"  help: {self.hint}")
+            lines.append(f"  help: {shown(self.hint)}")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, object]:
@@ -55,6 +57,15 @@ class Diagnostic:
             "column": self.span.column,
             "hint": self.hint,
         }
+
+
+def shown(text: str) -> str:
+    """`text` with every character that is not printable (a line break, a control
+    character, an escape sequence's ESC) written as its Python escape, so that what a
+    file holds can never break a diagnostic's line or drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # A source line longer than this is shown as the part around the caret.
@@ -102,14 +113,23 @@ def ordered(diagnostics: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
     return tuple(sorted(diagnostics, key=_order))
 
 
+# Where a line ends, as the parser that numbers a file's lines counts them: in a rule
+# file (and JSON) at "\n" (a "\r" before it belongs to the break); in YAML (1.2) at a
+# lone "\r" too. Never at the other characters str.splitlines breaks at (form feed,
+# NEL, LS...), which no parser here counts: a line quoted under a diagnostic must be
+# the line its number names.
+LINE_BREAK = re.compile(r"\r?\n")
+YAML_LINE_BREAK = re.compile(r"\r\n|[\r\n]")
+
+
 @dataclass
 class Sources:
     """Source text by file name, so diagnostics can quote the offending line."""
 
     texts: dict[str, list[str]] = field(default_factory=dict)
 
-    def add(self, file: str, text: str) -> None:
-        self.texts[file] = text.splitlines()
+    def add(self, file: str, text: str, breaks: re.Pattern[str] = LINE_BREAK) -> None:
+        self.texts[file] = breaks.split(text)
 
     def line(self, file: str, line: int) -> str:
         lines = self.texts.get(file, [])

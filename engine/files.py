@@ -5,8 +5,9 @@ located Diagnostic (docs/rules.md#error-catalogue: E0905, E0907, E0908).
 
 The nesting bound is checked before a parser builds anything: the libyaml loader
 recurses in C (a file nested 100,000 deep crashes the process) and the Python ones
-recurse until RecursionError, so the depth is measured from the parser's event
-stream, or, for JSON, from its brackets, both without recursion."""
+recurse until RecursionError, so the depth is measured without recursion: for JSON
+from its brackets here, for YAML from the parser's event stream, with its aliases
+(engine.yaml_reader)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,10 @@ import fnmatch
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-import ruamel.yaml
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent
-
-from dsl.diagnostics import Collector, Span
+from dsl.diagnostics import LINE_BREAK, Collector, Span
 
 # How deeply a YAML or JSON file may nest mappings and lists (E0908): far beyond any
 # registry or configuration, and well within what reading it, validating it and
@@ -30,6 +27,18 @@ from dsl.diagnostics import Collector, Span
 MAX_NESTING = 64
 
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a file's text is refused before a parser builds anything from it, and where:
+    a diagnostic waiting for its file's name."""
+
+    code: str
+    message: str
+    line: int
+    column: int
+    hint: str
 
 
 def display(path: Path) -> str:
@@ -70,9 +79,10 @@ def unreadable(collector: Collector, path: Path, reason: str) -> None:
     collector.error("E0905", f"cannot read {path.name}: {reason}", Span(display(path), 1, 1))
 
 
-def read_text(path: Path, collector: Collector) -> str | None:
-    """The file's text, registered for quoting in diagnostics; None (with E0905 or
-    E0907, at the first byte that is not UTF-8) when it cannot be read as text."""
+def read_text(path: Path, collector: Collector, breaks: re.Pattern[str] = LINE_BREAK) -> str | None:
+    """The file's text, registered for quoting in diagnostics (its lines split at
+    `breaks`, as its parser counts them); None (with E0905 or E0907, at the first byte
+    that is not UTF-8) when it cannot be read as text."""
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -82,7 +92,7 @@ def read_text(path: Path, collector: Collector) -> str | None:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        collector.sources.add(name, data.decode("utf-8", "replace"))
+        collector.sources.add(name, data.decode("utf-8", "replace"), breaks)
         start = data.rfind(b"\n", 0, err.start) + 1
         line = data.count(b"\n", 0, err.start) + 1
         column = len(data[start : err.start].decode("utf-8", "replace")) + 1
@@ -93,7 +103,7 @@ def read_text(path: Path, collector: Collector) -> str | None:
             "save the file as UTF-8",
         )
         return None
-    collector.sources.add(name, text)
+    collector.sources.add(name, text, breaks)
     return text
 
 
@@ -127,25 +137,6 @@ def listing(folder: Path, pattern: str, collector: Collector) -> list[Path]:
     return sorted(folder / name for name in names if fnmatch.fnmatchcase(name, pattern))
 
 
-def yaml_too_deep(text: str) -> tuple[int, int] | None:
-    """Where YAML text first nests deeper than MAX_NESTING (line, column), or None. A
-    syntax error is left to the loader, which reports it with its place."""
-    yaml = YAML(typ="safe") if ruamel.yaml.__with_libyaml__ else YAML(typ="rt")
-    depth = 0
-    try:
-        for event in yaml.parse(text):
-            if isinstance(event, CollectionStartEvent):
-                depth += 1
-                if depth > MAX_NESTING:
-                    mark = event.start_mark
-                    return mark.line + 1, mark.column + 1
-            elif isinstance(event, CollectionEndEvent):
-                depth -= 1
-    except YAMLError:
-        return None
-    return None
-
-
 def json_too_deep(text: str) -> tuple[int, int] | None:
     """Where JSON text first nests deeper than MAX_NESTING (line, column), or None."""
     depth = 0
@@ -161,25 +152,29 @@ def json_too_deep(text: str) -> tuple[int, int] | None:
     return None
 
 
+def json_refusal(text: str) -> Refusal | None:
+    """E0908 where JSON text first nests deeper than MAX_NESTING, or None."""
+    deep = json_too_deep(text)
+    return None if deep is None else too_deep(deep)
+
+
 def read_nested(
-    path: Path, collector: Collector, measure: Callable[[str], tuple[int, int] | None]
+    path: Path, collector: Collector, measure: Callable[[str], Refusal | None]
 ) -> str | None:
-    """`read_text`, then refused (None, with E0908) when `measure` (yaml_too_deep or
-    json_too_deep) finds the text nested deeper than MAX_NESTING."""
+    """`read_text`, then refused (None, with the refusal's diagnostic) when `measure`
+    (json_refusal) refuses the text."""
     text = read_text(path, collector)
     if text is None:
         return None
-    deep = measure(text)
-    if deep is not None:
-        too_deep(collector, display(path), deep)
+    found = measure(text)
+    if found is not None:
+        at = Span(display(path), found.line, found.column)
+        collector.error(found.code, found.message, at, found.hint)
         return None
     return text
 
 
-def too_deep(collector: Collector, file: str, where: tuple[int, int]) -> None:
-    collector.error(
-        "E0908",
-        f"nested more than {MAX_NESTING} levels deep",
-        Span(file, *where),
-        "the engine reads mappings and lists nested at most this deep",
-    )
+def too_deep(where: tuple[int, int], depth: int = MAX_NESTING) -> Refusal:
+    """E0908 at `where`, the place the level past `depth` opens."""
+    hint = "the engine reads mappings and lists nested at most this deep"
+    return Refusal("E0908", f"nested more than {depth} levels deep", *where, hint)

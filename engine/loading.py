@@ -16,15 +16,11 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-import ruamel.yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.reader import ReaderError
 
-from dsl.diagnostics import Collector, Diagnostic, RulesError, Span, did_you_mean
+from dsl.diagnostics import YAML_LINE_BREAK, Collector, Diagnostic, RulesError, Span, did_you_mean
 from dsl.model import RuleFile
 from engine import check_cache, files
 from engine.check_cache import CheckCache
@@ -34,8 +30,9 @@ from engine.core.inputs import Located, Tree
 from engine.core.registry import Definition, EventType, Probe
 from engine.core.ruleset import RuleSet
 from engine.files import display as display
-from engine.files import json_too_deep, not_a_file, read_nested, read_text, yaml_too_deep
+from engine.files import json_refusal, not_a_file, read_nested, read_text
 from engine.home import LAYOUT, named_home
+from engine.yaml_reader import read_yaml
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -125,43 +122,6 @@ def digest(paths: Paths) -> str:
 
 
 # ---- YAML with positions ---------------------------------------------------------------
-
-
-def _yaml(fast: bool) -> YAML:
-    """Round-trip YAML keeps every position; the libyaml (C) loader is several times
-    faster and keeps none, so it serves only files whose positions are needed just
-    for diagnostics, and only when a run has none (see `load_rules`)."""
-    yaml = YAML(typ="safe") if fast and ruamel.yaml.__with_libyaml__ else YAML(typ="rt")
-    yaml.allow_duplicate_keys = False
-    return yaml
-
-
-def read_yaml(path: Path, collector: Collector, fast: bool = False) -> Any:
-    """Parse a YAML file (keeping positions unless `fast`); None (with a diagnostic)
-    when it is not YAML."""
-    name = display(path)
-    text = read_nested(path, collector, yaml_too_deep)
-    if text is None:
-        return None
-    try:
-        return _yaml(fast).load(text)
-    except MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        message = (err.problem or err.context or "invalid YAML").strip()
-        collector.error("E0901", f"invalid YAML: {message}", Span(name, line, col))
-    except ReaderError as err:  # a character YAML does not allow (NUL, other controls)
-        line, col = _place(text, err.position if isinstance(err.position, int) else 0)
-        collector.error("E0901", f"invalid YAML: {err.reason}", Span(name, line, col))
-    except YAMLError as err:  # any other refusal of the parser, without a position
-        collector.error("E0901", f"invalid YAML: {str(err).strip()[:200]}", Span(name, 1, 1))
-    return None
-
-
-def _place(text: str, offset: int) -> tuple[int, int]:
-    """The line and column (1-based) of a character offset into `text`."""
-    before = text[:offset]
-    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
 def node_span(file: str, node: Any, key: str | int | None = None) -> Span:
@@ -298,7 +258,7 @@ def _load_json(
     path: Path, collector: Collector, cache: CheckCache | None = None
 ) -> dict[str, Any] | None:
     name = display(path)
-    text = read_nested(path, collector, json_too_deep)
+    text = read_nested(path, collector, json_refusal)
     if text is None:
         return None
     try:
@@ -392,7 +352,7 @@ def _kept(
     entry = check_cache.key(f"{kind}:{'fast' if fast else 'placed'}", name, data)
     found = cache.get(entry)
     if isinstance(found, list) and all(isinstance(item, Located) for item in found):
-        collector.sources.add(name, data.decode("utf-8", "replace"))
+        collector.sources.add(name, data.decode("utf-8", "replace"), YAML_LINE_BREAK)
         return found
     before = len(collector.items)
     result = load()

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
 from dsl.diagnostics import RulesError, did_you_mean
 from engine.errors import BadRequest, NotFound, Unprocessable
 from engine.loading import Paths, load_rules
+from engine.yaml_reader import round_trip
 
 OVERLAY = "schedule.yaml"
 HEADER = """\
@@ -84,7 +84,7 @@ def set_enabled(paths: Paths, loop: str, enabled: bool) -> Edit:
 
 def _edited(original: bytes | None, loop: str, enabled: bool, file: Path) -> str:
     """The overlay text with `schedules.<loop>.enabled` set, everything else kept."""
-    yaml = YAML(typ="rt")
+    yaml = round_trip()  # measured as every YAML file is read (engine.yaml_reader)
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap the operator's long lines
     source = original.decode("utf-8") if original and original.strip() else HEADER

@@ -18,8 +18,10 @@ INVALID = 1  # invalid rules, a refused request, anomalies found (doctor), unava
 USAGE = 2  # bad arguments, a missing or unreadable file or directory, a bad configuration
 
 # Diagnostics about the file system rather than what the files say: a missing
-# directory (E0900) or a file or directory that cannot be read (E0905).
-USAGE_CODES = frozenset({"E0900", "E0905"})
+# directory (E0900) or a file or directory that cannot be read (E0905); and a YAML
+# file refused unread because its aliases would expand past what the engine reads
+# (E0909, docs/rules.md#e0909-yaml-aliases-expand-too-far).
+USAGE_CODES = frozenset({"E0900", "E0905", "E0909"})
 
 
 def of_rules(err: RulesError) -> int:

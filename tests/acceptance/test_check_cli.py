@@ -51,8 +51,9 @@ def reported(report: dict[str, Any], kind: str = "errors") -> Found:
 
 
 def exit_code_for(case: Path) -> int:
-    """2 (usage) when a directory is missing or a file cannot be read, otherwise 1."""
-    return 2 if any(code in ("E0900", "E0905") for *_, code in expected(case)) else 1
+    """2 (usage) when a directory is missing, a file cannot be read or its YAML aliases
+    expand too far (refused unread), otherwise 1."""
+    return 2 if any(code in ("E0900", "E0905", "E0909") for *_, code in expected(case)) else 1
 
 
 def check_in_process(

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.files import MAX_NESTING, json_too_deep, yaml_too_deep
+from engine.files import MAX_NESTING, json_too_deep
+from engine.yaml_reader import refusal
 
 # Strings that look like brackets but are not structure.
 TRICKY = st.sampled_from(["", "[", "]", "{", "}", '"', "\\", "[]{}", 'a\\"]b'])
@@ -57,20 +58,19 @@ def test_json_deeper_than_the_bound_is_found_at_its_opening_bracket(
 def test_yaml_nested_far_too_deep_is_found_without_parsing_it_whole(text: str) -> None:
     """Flow or block YAML nested past the bound (a million deep, which the libyaml loader
     would crash on) is reported at the level past the bound."""
-    found = yaml_too_deep(text)
-    assert found is not None
-    line, column = found
-    assert 1 <= line <= MAX_NESTING + 2 and column >= 1
+    found = refusal(text)
+    assert found is not None and found.code == "E0908"
+    assert 1 <= found.line <= MAX_NESTING + 2 and found.column >= 1
 
 
 @pytest.mark.parametrize("depth", [1, MAX_NESTING])
 def test_yaml_within_the_bound_passes(depth: int) -> None:
     """YAML nested up to the bound, flow or block, is not reported."""
-    assert yaml_too_deep("a: " + "[" * (depth - 1) + "]" * (depth - 1) + "\n") is None
+    assert refusal("a: " + "[" * (depth - 1) + "]" * (depth - 1) + "\n") is None
     block = "".join(" " * i + "k:\n" for i in range(depth - 1)) + " " * (depth - 1) + "k: 1\n"
-    assert yaml_too_deep(block) is None
+    assert refusal(block) is None
 
 
 def test_a_yaml_syntax_error_is_left_to_the_loader() -> None:
     """Text that is not YAML is not a nesting problem: the loader reports it (E0901)."""
-    assert yaml_too_deep("a: [1, 2\nb: }\n") is None
+    assert refusal("a: [1, 2\nb: }\n") is None
