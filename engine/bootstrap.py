@@ -164,5 +164,6 @@ def open_service(
         validators=Validators.build(rules),
         clock=clock,
         artifacts=artifacts,
+        roots=paths.roots(),
     )
     return Service(runtime, observer=ProbeRunner(), probe_threads=probe_threads)

@@ -57,7 +57,7 @@ _DIGEST = hashlib.sha256().digest_size
 # into, and this file (the entry format).
 _SOURCES = (
     ("dsl", ("rules.lark", "parser.py", "model.py", "expr.py", "diagnostics.py", "spelling.py")),
-    ("engine", ("loading.py", "check_cache.py", "files.py", "home.py")),
+    ("engine", ("loading.py", "check_cache.py", "files.py", "places.py", "home.py")),
     ("engine/core", ("registry.py", "config.py", "inputs.py")),
 )
 _LIBRARIES = ("engine", "lark", "jsonschema", "pydantic", "pydantic_core", "ruamel.yaml")

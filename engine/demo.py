@@ -29,7 +29,7 @@ from engine.api.settings import EVENT_SECRET_ENV, GITHUB_SECRET_ENV, OPERATOR_TO
 from engine.bootstrap import open_service
 from engine.core.registry import FakeScript
 from engine.errors import EngineError
-from engine.loading import Paths, display, project_root
+from engine.loading import Paths, project_root
 from engine.worker import adapters_for
 
 T = TypeVar("T")
@@ -248,15 +248,6 @@ def compact(value: Any) -> str:
     return json.dumps(value, separators=(", ", ": "))
 
 
-def where(rule: Any) -> str:
-    """Rule locations in `text` relative to the checkout the rules come from (the
-    runtime names them relative to the working directory where it can)."""
-    text, root = str(rule), project_root()
-    for prefix in {f"{root}/", f"{display(root)}/"} - {"./"}:
-        text = text.replace(prefix, "")
-    return text
-
-
 # ---- the walkthrough (docs/walkthrough.md explains each step) --------------------------
 
 
@@ -268,7 +259,7 @@ async def show_loops(client: Client, report: Report) -> None:
         state = "enabled " if entry["enabled"] else "disabled"
         due = f", next slot {entry['nextDue']}" if entry["enabled"] else ""
         every = entry["trigger"]["describe"]
-        text = f"{state} {entry['approval']:<7} {every:<9} ({where(entry['origin'])}{due})"
+        text = f"{state} {entry['approval']:<7} {every:<9} ({entry['origin']}{due})"
         report.line(entry["name"], text, loop=entry["name"])
 
 
@@ -304,7 +295,7 @@ async def show_proposal(client: Client, report: Report, event_id: str) -> str:
 async def show_decision(client: Client, report: Report, event_id: str) -> dict[str, Any]:
     decision: dict[str, Any] = (await event_of(client, event_id))["decision"]
     by = f", approved by {decision['approvedBy']}" if decision["approvedBy"] else ""
-    text = f"{decision['kind']}{by} ({where(decision['rule'])}): {where(decision['note'])}"
+    text = f"{decision['kind']}{by} ({decision['rule']}): {decision['note']}"
     report.line("decision", text)
     return decision
 
@@ -334,7 +325,7 @@ async def show_chained(client: Client, report: Report, run_id: str) -> list[str]
         event = (await event_of(client, event_id))["event"]
         proposal = await proposal_of(client, event_id)
         kind = "mutating" if proposal["mutating"] else "read-only"
-        rule = where(entry["data"]["rule"])
+        rule = entry["data"]["rule"]
         text = f"{event_id} {event['type']} {compact(event['payload'])} ({rule})"
         report.line("chained", text, eventId=event_id)
         report.line(

@@ -17,9 +17,10 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from dsl.diagnostics import LINE_BREAK, Collector, Span
+from engine.places import Root
 
 # How deeply a YAML or JSON file may nest mappings and lists (E0908): far beyond any
 # registry or configuration, and well within what reading it, validating it and
@@ -39,14 +40,6 @@ class Refusal:
     line: int
     column: int
     hint: str
-
-
-def display(path: Path) -> str:
-    """A path relative to the working directory where possible, for diagnostics."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symbolic link loop
-        return str(path)
 
 
 def why_unreadable(err: OSError, path: Path) -> str:
@@ -75,20 +68,23 @@ def not_a_file(path: Path) -> str | None:
     return "it is not a regular file"
 
 
-def unreadable(collector: Collector, path: Path, reason: str) -> None:
-    collector.error("E0905", f"cannot read {path.name}: {reason}", Span(display(path), 1, 1))
+def unreadable(collector: Collector, name: str, reason: str) -> None:
+    """E0905 at the file or directory `name` (its place) that cannot be read."""
+    what = PurePosixPath(name).name or name
+    collector.error("E0905", f"cannot read {what}: {reason}", Span(name, 1, 1))
 
 
-def read_text(path: Path, collector: Collector, breaks: re.Pattern[str] = LINE_BREAK) -> str | None:
-    """The file's text, registered for quoting in diagnostics (its lines split at
-    `breaks`, as its parser counts them); None (with E0905 or E0907, at the first byte
-    that is not UTF-8) when it cannot be read as text."""
+def read_text(
+    path: Path, name: str, collector: Collector, breaks: re.Pattern[str] = LINE_BREAK
+) -> str | None:
+    """The text of the file `path`, registered under its place `name` for quoting in
+    diagnostics (its lines split at `breaks`, as its parser counts them); None (with
+    E0905 or E0907, at the first byte that is not UTF-8) when it cannot be read as text."""
     try:
         data = path.read_bytes()
     except OSError as err:
-        unreadable(collector, path, why_unreadable(err, path))
+        unreadable(collector, name, why_unreadable(err, path))
         return None
-    name = display(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -107,32 +103,32 @@ def read_text(path: Path, collector: Collector, breaks: re.Pattern[str] = LINE_B
     return text
 
 
-def walk(root: Path, pattern: str, collector: Collector) -> list[Path]:
+def walk(root: Root, pattern: str, collector: Collector) -> list[Path]:
     """Every entry under `root` (subdirectories too, symbolic links to directories not
     followed) whose name matches `pattern`, sorted; a directory that cannot be listed
-    is E0905 instead of being skipped in silence."""
+    is E0905 (at its place) instead of being skipped in silence."""
     found: list[Path] = []
 
     def refused(err: OSError) -> None:
-        where = Path(err.filename) if err.filename else root
-        unreadable(collector, where, why_unreadable(err, where))
+        where = Path(err.filename) if err.filename else root.path
+        unreadable(collector, root.name(where), why_unreadable(err, where))
 
-    for folder, dirs, files in os.walk(root, onerror=refused):
+    for folder, dirs, files in os.walk(root.path, onerror=refused):
         dirs.sort()
         found += [Path(folder) / n for n in (*dirs, *files) if fnmatch.fnmatchcase(n, pattern)]
     return sorted(found)
 
 
-def listing(folder: Path, pattern: str, collector: Collector) -> list[Path]:
-    """The entries of `folder` itself whose name matches `pattern`, sorted; none when it
-    does not exist, E0905 when it cannot be listed."""
+def listing(root: Root, folder: Path, pattern: str, collector: Collector) -> list[Path]:
+    """The entries of `folder` (under `root`) itself whose name matches `pattern`,
+    sorted; none when it does not exist, E0905 when it cannot be listed."""
     try:
         with os.scandir(folder) as entries:
             names = [entry.name for entry in entries]
     except FileNotFoundError:
         return []
     except OSError as err:
-        unreadable(collector, folder, why_unreadable(err, folder))
+        unreadable(collector, root.name(folder), why_unreadable(err, folder))
         return []
     return sorted(folder / name for name in names if fnmatch.fnmatchcase(name, pattern))
 
@@ -159,16 +155,16 @@ def json_refusal(text: str) -> Refusal | None:
 
 
 def read_nested(
-    path: Path, collector: Collector, measure: Callable[[str], Refusal | None]
+    path: Path, name: str, collector: Collector, measure: Callable[[str], Refusal | None]
 ) -> str | None:
     """`read_text`, then refused (None, with the refusal's diagnostic) when `measure`
     (json_refusal) refuses the text."""
-    text = read_text(path, collector)
+    text = read_text(path, name, collector)
     if text is None:
         return None
     found = measure(text)
     if found is not None:
-        at = Span(display(path), found.line, found.column)
+        at = Span(name, found.line, found.column)
         collector.error(found.code, found.message, at, found.hint)
         return None
     return text

@@ -29,9 +29,10 @@ from engine.core.config import REPO_NAME_PATTERN, HostClock, HostTimer, OverlayE
 from engine.core.inputs import Located, Tree
 from engine.core.registry import Definition, EventType, Probe
 from engine.core.ruleset import RuleSet
-from engine.files import display as display
 from engine.files import json_refusal, not_a_file, read_nested, read_text
 from engine.home import LAYOUT, named_home
+from engine.places import Root
+from engine.places import display as display
 from engine.yaml_reader import read_yaml
 
 M = TypeVar("M", bound=BaseModel)
@@ -48,6 +49,15 @@ class Paths:
     registry: Path
     config: Path
     config_given: bool = False
+
+    def roots(self) -> tuple[Root, Root, Root]:
+        """The rules, registry and config directories, each named as the instance
+        layout names it (`loops/`, `registry/`, `config/`: docs/rules.md#places)."""
+        return (
+            Root(LAYOUT["rules"], self.rules),
+            Root(LAYOUT["registry"], self.registry),
+            Root(LAYOUT["config"], self.config),
+        )
 
 
 def project_root() -> Path:
@@ -94,17 +104,15 @@ def kernel_files(paths: Paths, collector: Collector) -> Iterator[tuple[str, Path
     """The tracked kernel files in canonical order: `loops/**/*.rules` then every file
     under `registry/`, each by its path relative to its directory (a directory that
     cannot be listed is reported to `collector`)."""
-    for prefix, root, pattern in (
-        ("loops", paths.rules, "*.rules"),
-        ("registry", paths.registry, "*"),
-    ):
-        if not root.is_dir():
+    rules, registry, _ = paths.roots()
+    for root, pattern in ((rules, "*.rules"), (registry, "*")):
+        if not root.path.is_dir():
             continue
         for file in (p for p in files.walk(root, pattern, collector) if p.is_file()):
-            rel = file.relative_to(root).as_posix()
+            rel = file.relative_to(root.path).as_posix()
             if any(part.startswith(".") or part == "__pycache__" for part in rel.split("/")):
                 continue
-            yield f"{prefix}/{rel}", file
+            yield root.name(file), file
 
 
 def digest(paths: Paths) -> str:
@@ -116,7 +124,7 @@ def digest(paths: Paths) -> str:
         try:
             h.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
         except OSError as err:
-            files.unreadable(collector, file, files.why_unreadable(err, file))
+            files.unreadable(collector, name, files.why_unreadable(err, file))
     collector.raise_if_any()
     return "sha256:" + h.hexdigest()
 
@@ -206,27 +214,28 @@ def _key_spans(file: str, node: Any) -> dict[str, Span]:
 
 
 def _section(
-    path: Path, key: str, kind: type, collector: Collector, fast: bool = False
+    root: Root, path: Path, key: str, kind: type, collector: Collector, fast: bool = False
 ) -> tuple[str, Any] | None:
-    """Read `path` and return its top-level `key` section, checked to be a `kind`
-    (dict or list)."""
-    found = _sections(path, {key: kind}, collector, fast)
+    """Read `path` (under `root`) and return its place and its top-level `key` section,
+    checked to be a `kind` (dict or list)."""
+    found = _sections(root, path, {key: kind}, collector, fast)
     return None if found is None else (found[0], found[1][key])
 
 
 def _sections(
-    path: Path, kinds: dict[str, type], collector: Collector, fast: bool = False
+    root: Root, path: Path, kinds: dict[str, type], collector: Collector, fast: bool = False
 ) -> tuple[str, dict[str, Any]] | None:
-    """Read `path` once and return each of its top-level sections (`kinds` maps each
-    permitted key to dict or list); an absent key is an empty section."""
+    """Read `path` (under `root`) once and return its place and each of its top-level
+    sections (`kinds` maps each permitted key to dict or list); an absent key is an
+    empty section."""
+    name = root.name(path)
     problem = not_a_file(path)
     if problem is not None:
-        files.unreadable(collector, path, problem)
+        files.unreadable(collector, name, problem)
         return None
     if not path.is_file():
         return None
-    data = read_yaml(path, collector, fast)
-    name = display(path)
+    data = read_yaml(path, name, collector, fast)
     if data is None:
         return None
     holds = " and ".join(f"'{k}:'" for k in kinds)
@@ -255,10 +264,10 @@ def _sections(
 
 
 def _load_json(
-    path: Path, collector: Collector, cache: CheckCache | None = None
+    root: Root, path: Path, collector: Collector, cache: CheckCache | None = None
 ) -> dict[str, Any] | None:
-    name = display(path)
-    text = read_nested(path, collector, json_refusal)
+    name = root.name(path)
+    text = read_nested(path, name, collector, json_refusal)
     if text is None:
         return None
     try:
@@ -303,7 +312,8 @@ def _schema_problem(text: str) -> str | None:
 def load_event_types(
     registry: Path, collector: Collector, fast: bool = False, cache: CheckCache | None = None
 ) -> list[Located[EventType]]:
-    found = _section(registry / "event-types.yaml", "event_types", dict, collector, fast)
+    root = Root(LAYOUT["registry"], registry)
+    found = _section(root, registry / "event-types.yaml", "event_types", dict, collector, fast)
     if found is None:
         return []
     file, section = found
@@ -324,7 +334,7 @@ def load_event_types(
                     "E0903", f"schema file 'schemas/{event_type.schema_file}' does not exist", at
                 )
                 continue
-            schema = _load_json(schema_path, collector, cache)
+            schema = _load_json(root, schema_path, collector, cache)
             event_type = event_type.model_copy(update={"payload_schema": schema})
         out.append(Located(event_type, span, _key_spans(file, body)))
     return out
@@ -333,6 +343,7 @@ def load_event_types(
 def _kept(
     cache: CheckCache | None,
     kind: str,
+    root: Root,
     path: Path,
     fast: bool,
     collector: Collector,
@@ -348,7 +359,7 @@ def _kept(
         data = path.read_bytes()
     except OSError:
         return load()
-    name = display(path)
+    name = root.name(path)
     entry = check_cache.key(f"{kind}:{'fast' if fast else 'placed'}", name, data)
     found = cache.get(entry)
     if isinstance(found, list) and all(isinstance(item, Located) for item in found):
@@ -364,13 +375,15 @@ def _kept(
 def load_definitions(
     registry: Path, collector: Collector, fast: bool = False, cache: CheckCache | None = None
 ) -> list[Located[Definition]]:
-    path = registry / "definitions.yaml"
-    load = partial(_definitions, path, collector, fast)
-    return _kept(cache, "definitions", path, fast, collector, load)
+    root, path = Root(LAYOUT["registry"], registry), registry / "definitions.yaml"
+    load = partial(_definitions, root, path, collector, fast)
+    return _kept(cache, "definitions", root, path, fast, collector, load)
 
 
-def _definitions(path: Path, collector: Collector, fast: bool) -> list[Located[Definition]]:
-    found = _section(path, "definitions", list, collector, fast)
+def _definitions(
+    root: Root, path: Path, collector: Collector, fast: bool
+) -> list[Located[Definition]]:
+    found = _section(root, path, "definitions", list, collector, fast)
     if found is None:
         return []
     file, section = found
@@ -384,7 +397,8 @@ def _definitions(path: Path, collector: Collector, fast: bool) -> list[Located[D
 
 def load_probes(registry: Path, collector: Collector, fast: bool = False) -> list[Located[Probe]]:
     """registry/probes.yaml (optional): the probes watch loops poll."""
-    found = _section(registry / "probes.yaml", "probes", list, collector, fast)
+    root = Root(LAYOUT["registry"], registry)
+    found = _section(root, registry / "probes.yaml", "probes", list, collector, fast)
     if found is None:
         return []
     file, section = found
@@ -400,15 +414,15 @@ def load_contracts(
     registry: Path, collector: Collector, cache: CheckCache | None = None
 ) -> dict[str, dict[str, Any]]:
     contracts: dict[str, dict[str, Any]] = {}
-    folder = registry / "contracts"
-    for path in files.listing(folder, "*.json", collector):
-        schema = _load_json(path, collector, cache)
+    root = Root(LAYOUT["registry"], registry)
+    for path in files.listing(root, registry / "contracts", "*.json", collector):
+        schema = _load_json(root, path, collector, cache)
         if schema is None:
             continue
         contract_id = schema.get("$id")
         if not isinstance(contract_id, str):
             collector.error(
-                "E0903", 'an output contract needs a string "$id"', Span(display(path), 1, 1)
+                "E0903", 'an output contract needs a string "$id"', Span(root.name(path), 1, 1)
             )
             continue
         contracts[contract_id] = schema
@@ -421,12 +435,13 @@ def load_contracts(
 def load_repos(
     config: Path, collector: Collector, cache: CheckCache | None = None
 ) -> list[Located[tuple[str, RepoEntry]]]:
-    path = config / "repos.yaml"
-    return _kept(cache, "repos", path, False, collector, lambda: _repos(path, collector))
+    root, path = Root(LAYOUT["config"], config), config / "repos.yaml"
+    load = partial(_repos, root, path, collector)
+    return _kept(cache, "repos", root, path, False, collector, load)
 
 
-def _repos(path: Path, collector: Collector) -> list[Located[tuple[str, RepoEntry]]]:
-    found = _section(path, "repos", dict, collector)
+def _repos(root: Root, path: Path, collector: Collector) -> list[Located[tuple[str, RepoEntry]]]:
+    found = _section(root, path, "repos", dict, collector)
     if found is None:
         return []
     file, section = found
@@ -467,7 +482,8 @@ def load_schedule_settings(
 ) -> tuple[list[Located[tuple[str, OverlayEntry]]], list[Located[HostClock]], bool]:
     """config/schedule.yaml: as `load_schedule`, and its top-level `release_freeze`."""
     kinds = {"schedules": dict, "host_clocks": dict, "release_freeze": bool}
-    found = _sections(config / "schedule.yaml", kinds, collector)
+    root = Root(LAYOUT["config"], config)
+    found = _sections(root, config / "schedule.yaml", kinds, collector)
     if found is None:
         return [], [], False
     file, sections = found
@@ -499,9 +515,10 @@ def load_rule_files(
     """Parse every rule file, each through the check cache when one is given (the text
     is read either way: diagnostics quote its lines)."""
     found: list[RuleFile] = []
-    for path in files.walk(rules, "*.rules", collector) if rules.is_dir() else []:
-        name = display(path)
-        text = read_text(path, collector)
+    root = Root(LAYOUT["rules"], rules)
+    for path in files.walk(root, "*.rules", collector) if rules.is_dir() else []:
+        name = root.name(path)
+        text = read_text(path, name, collector)
         if text is None:
             continue
         parsed = _parse_cached(text, name, cache)
@@ -548,13 +565,15 @@ def load_tree(paths: Paths, fast: bool = False, cache: CheckCache | None = None)
     for label, folder in folders:
         if not folder.is_dir():
             collector.error("E0900", f"{label} directory not found", Span(display(folder), 1, 1))
+    registry = paths.roots()[1]
     for name in ("event-types.yaml", "definitions.yaml"):
         file = paths.registry / name
         problem = not_a_file(file)
         if problem is not None:
-            files.unreadable(collector, file, problem)
+            files.unreadable(collector, registry.name(file), problem)
         elif paths.registry.is_dir() and not file.is_file():
-            collector.error("E0900", f"registry file {name} not found", Span(display(file), 1, 1))
+            at = Span(registry.name(file), 1, 1)
+            collector.error("E0900", f"registry file {name} not found", at)
     collector.raise_if_any()
     rule_files = load_rule_files(paths.rules, collector, cache)
     event_types = load_event_types(paths.registry, collector, fast, cache)

@@ -52,7 +52,7 @@ from ruamel.yaml.parser import RoundTripParser
 from ruamel.yaml.reader import ReaderError
 
 from dsl.diagnostics import YAML_LINE_BREAK, Collector, Span
-from engine.files import MAX_NESTING, Refusal, display, read_text, too_deep
+from engine.files import MAX_NESTING, Refusal, read_text, too_deep
 
 # How many values the aliases of one file may repeat in all (E0909): a shared block of
 # a few dozen settings, aliased in every one of hundreds of entries, stays far below it;
@@ -288,11 +288,10 @@ def load(text: str, fast: bool = False) -> Any:
     return yaml.load(text)
 
 
-def read_yaml(path: Path, collector: Collector, fast: bool = False) -> Any:
-    """Parse a YAML file (keeping positions unless `fast`); None (with a diagnostic)
-    when it is not YAML, or passes a bound."""
-    name = display(path)
-    text = read_text(path, collector, YAML_LINE_BREAK)
+def read_yaml(path: Path, name: str, collector: Collector, fast: bool = False) -> Any:
+    """Parse the YAML file `path` (its place `name`; positions kept unless `fast`);
+    None (with a diagnostic) when it is not YAML, or passes a bound."""
+    text = read_text(path, name, collector, YAML_LINE_BREAK)
     if text is None:
         return None
     try:

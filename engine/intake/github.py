@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from pathlib import PurePath
 from typing import Any, Final, TypeAlias
 
 from pydantic import ValidationError
@@ -223,5 +222,6 @@ def _json_kind(value: Any) -> str:
 
 
 def _where(span: Span) -> str:
-    """`github.rules:12:5`: the rule file by name only, since the answer leaves the host."""
-    return f"{PurePath(span.file).name}:{span.line}:{span.column}"
+    """`loops/github.rules:12:5`: the rule's place (docs/rules.md#places), which names
+    nothing of the host, so the answer may leave it."""
+    return str(span)

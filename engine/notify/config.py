@@ -29,10 +29,12 @@ from engine.core.config import REPO_NAME_PATTERN
 from engine.core.delivery import Policy
 from engine.core.durations import DurationError, parse_duration
 from engine.errors import ConfigError
+from engine.home import LAYOUT
 from engine.loading import _sections, node_span, validate
 from engine.notify import signing
 from engine.notify.redact import hidden_parts, web_url
 from engine.notify.sinks import AppriseSink, LogSink, Sink, WebhookSink
+from engine.places import Root
 
 URLS_ENV = "ENGINE_NOTIFY_URLS"
 WEBHOOK_ENV = "ENGINE_NOTIFY_WEBHOOK"
@@ -192,7 +194,8 @@ def web_problem(url: str) -> str | None:
 def read_file(config: Path, collector: Collector) -> FileSettings:
     """config/notifications.yaml's `delivery:` and `sinks:`, each checked (problems go
     to `collector`); no file: the default policy and no sink."""
-    found = _sections(config / FILE, {"delivery": dict, "sinks": dict}, collector)
+    root = Root(LAYOUT["config"], config)
+    found = _sections(root, config / FILE, {"delivery": dict, "sinks": dict}, collector)
     if found is None:
         return FileSettings(Policy(), ())
     file, sections = found

@@ -14,6 +14,7 @@ from engine.core.machines import Lifecycle
 from engine.core.records import JournalEntry
 from engine.core.ruleset import RuleSet
 from engine.core.validation import Validators
+from engine.places import Root
 from engine.store.ports import Store, Tx
 
 
@@ -24,6 +25,9 @@ class Runtime:
     validators: Validators
     clock: Clock = system_clock
     artifacts: Path = Path("var/artifacts")
+    # The directories the rules were read from, by the names places give them
+    # (`loops/...`: docs/rules.md#places): where a recorded place's file is now.
+    roots: tuple[Root, ...] = ()
     lifecycle: Lifecycle = field(init=False)
 
     def __post_init__(self) -> None:

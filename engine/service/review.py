@@ -7,7 +7,6 @@ explain`). Read only; each part is read in a snapshot of its own."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from dsl.diagnostics import Collector
@@ -17,6 +16,7 @@ from engine.core.paging import RunQuery
 from engine.core.records import DecisionRecord, EventRecord, ProposalRecord, RunRecord, document
 from engine.core.statements import location, statement
 from engine.errors import BadRequest, NotFound
+from engine.places import locate
 from engine.service import explain, findings
 from engine.service.context import Runtime
 from engine.store.ports import TxView
@@ -64,7 +64,7 @@ def rule(rt: Runtime, decision: DecisionRecord | None) -> dict[str, Any] | None:
     if decision is None or at is None:
         return None
     collector = Collector()
-    text = files.read_text(Path(at.file), collector)
+    text = files.read_text(locate(at.file, rt.roots), at.file, collector)
     lines = [] if text is None else text.splitlines()
     return {
         "at": str(at),

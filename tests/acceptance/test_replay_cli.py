@@ -277,7 +277,7 @@ def test_a_new_ignore_line_lists_exactly_the_deliveries_it_matches(webhooks: Pat
     (change,) = report["changes"]
     assert change["eventId"] == GUIDS[1] and report["retranslated"] == 1  # synchronize
     assert (change["new"]["kind"], change["new"]["reason"]) == ("ignored", "no_synchronize")
-    assert change["new"]["rule"] == "loops-new/github.rules:10:10"
+    assert change["new"]["rule"] == "loops/github.rules:10:10"
     assert change["delivery"]["deliveryId"] == GUIDS[1]
     assert (change["delivery"]["kind"], change["delivery"]["admittedBy"]) == (
         "pull_request",

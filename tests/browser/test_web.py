@@ -231,7 +231,7 @@ def test_approving_a_watched_proposal_runs_it_as_the_operator(
     assert "--name=ada" in card.locator(".argv").inner_text()
     assert "mutating" in card.inner_text()
     follow(page, card.locator("a:has-text('Open')"))
-    assert "web.rules:2:" in page.inner_text("pre.rule") or "web.rules" in page.inner_text("body")
+    assert "loops/web.rules:3:1" in page.inner_text("body")  # its place (docs/rules.md#places)
     assert "route web.greet.requested" in page.inner_text("pre.rule")
     screenshot(page, tmp_path, "web-proposal")
     page.fill("#approve-note", "looks right")
@@ -352,7 +352,8 @@ def test_pausing_and_resuming_a_loop_from_the_schedules(
 def test_a_loops_page_draws_its_lifecycles_with_live_counts(
     web_serve: Serve, page: Page, tmp_path: Path
 ) -> None:
-    """The loop's page has its occurrence, proposal and run diagrams as SVG, each state
+    """The loop's page says where the loop is defined, by its place under the rules
+    directory, and has its occurrence, proposal and run diagrams as SVG, each state
     with how many of the loop's records are in it now."""
     status, _ = web_serve.request(
         "POST", "/schedules/hourly/trigger", token=web_serve.token("alice")
@@ -362,6 +363,7 @@ def test_a_loops_page_draws_its_lifecycles_with_live_counts(
         "/proposals", lambda a: any(p["loop"] == "hourly" for p in a["proposals"]), "alice-token"
     )
     sign_in(page, web_serve, to="/ui/loops/hourly")
+    assert "Defined at loops/web.rules:8." in page.inner_text("body")
     for kind in ("occurrence", "proposal", "run"):
         assert page.locator(f"#diagram-{kind} svg").count() == 1
     opened = [

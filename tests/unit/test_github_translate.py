@@ -178,7 +178,7 @@ def test_pull_request_without_its_base_is_malformed(rules: RuleSet) -> None:
     result = run(rules, "pull_request", payload)
     assert isinstance(result, Rejected) and result.reason == "malformed_payload"
     [error] = result.errors
-    assert error.startswith("github.rules:13:")
+    assert error.startswith("loops/github.rules:13:")
     assert error.endswith(": 'pull_request' has no field 'base'")
 
 
@@ -433,7 +433,7 @@ def test_green_run_whose_head_sha_is_not_a_commit_id_is_refused(rules: RuleSet, 
     payload["workflow_run"]["pull_requests"][0]["head"]["sha"] = sha
     result = run(rules, "workflow_run", payload)
     assert isinstance(result, Rejected) and result.reason == "malformed_payload", result
-    assert result.errors[0].startswith("github.rules:")
+    assert result.errors[0].startswith("loops/github.rules:")
 
 
 def test_green_run_whose_pr_head_sha_alone_is_null_is_refused(rules: RuleSet) -> None:

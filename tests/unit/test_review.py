@@ -4,6 +4,7 @@ the rule file, as someone editing the rules would)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +16,7 @@ from engine.core.envelope import Envelope
 from engine.core.validation import Validators
 from engine.errors import BadRequest, NotFound
 from engine.loading import Paths, load_rules
-from engine.service import Execution, Service
+from engine.service import Execution, Service, review
 from engine.service.context import Runtime
 from engine.store.memory import MemoryStore
 
@@ -49,7 +50,14 @@ class Bench:
     def load(self) -> Service:
         rules = load_rules(self.paths)
         self.service = Service(
-            Runtime(self.store, rules, Validators.build(rules), self.clock, Path("unused"))
+            Runtime(
+                self.store,
+                rules,
+                Validators.build(rules),
+                self.clock,
+                Path("unused"),
+                roots=self.paths.roots(),
+            )
         )
         return self.service
 
@@ -137,9 +145,9 @@ def test_the_rule_shows_every_line_of_a_multi_line_loop(bench: Bench) -> None:
     """The deciding rule is the loop, named file:line:col, with its comment and every
     line of its block (the emit's object across lines), and not the next loop's."""
     rule = bench.service.review(bench.propose("deploy-web"))["rule"]
-    assert rule["at"] == f"{bench.rules_file}:8:6"
+    assert rule["at"] == "loops/review.rules:8:6"
     assert (rule["file"], rule["line"], rule["stale"], rule["problem"]) == (
-        str(bench.rules_file),
+        "loops/review.rules",
         8,
         False,
         None,
@@ -164,6 +172,37 @@ def test_a_rule_file_changed_since_the_decision_is_marked_stale(bench: Bench) ->
     rule = bench.service.review(proposal_id)["rule"]
     assert rule["stale"] is True
     assert {"number": 11, "text": '    service: "www",'} in rule["lines"]
+
+
+def test_the_rule_of_a_decision_made_before_the_rules_moved_is_read_where_they_are(
+    bench: Bench, tmp_path: Path
+) -> None:
+    """The decision's place names the file under the rules directory
+    (docs/rules.md#places): after the tree moved elsewhere, the same place shows the
+    same lines from the new directory, not stale (the digest names files the same)."""
+    proposal_id = bench.propose("deploy-web")
+    moved = tmp_path / "elsewhere" / "rules-moved"
+    shutil.move(bench.paths.rules.parent, moved)
+    bench.paths = Paths(moved / "loops", moved / "registry", moved / "no-config")
+    bench.load()
+    rule = bench.service.review(proposal_id)["rule"]
+    assert (rule["at"], rule["stale"], rule["problem"]) == ("loops/review.rules:8:6", False, None)
+    assert rule["lines"][-1]["text"] == "  shadow false"
+
+
+def test_an_absolute_place_an_older_engine_recorded_still_shows_its_lines(bench: Bench) -> None:
+    """A decision an older engine recorded with the file's absolute path shows that
+    place as it was recorded, and its lines read from there."""
+    proposal_id = bench.propose("deploy-web")
+    with bench.service.rt.store.read() as tx:
+        proposal = tx.get_proposal(proposal_id)
+        assert proposal is not None
+        decision = tx.get_decision(proposal.event_id)
+    assert decision is not None
+    old = dataclasses.replace(decision, rule=f"{bench.rules_file.resolve()}:8:6")
+    rule = review.rule(bench.service.rt, old)
+    assert rule is not None and rule["at"] == f"{bench.rules_file.resolve()}:8:6"
+    assert [line["number"] for line in rule["lines"]] == list(range(7, 17))
 
 
 def test_a_rule_file_gone_since_the_decision_says_so(bench: Bench) -> None:

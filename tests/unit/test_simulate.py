@@ -19,6 +19,7 @@ from engine.cli.main import main
 from engine.core.envelope import iso, parse_iso
 from engine.errors import NotFound
 from engine.loading import Paths, load_rules
+from engine.places import locate
 from engine.service.simulate import Scenario, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +76,7 @@ def test_every_slot_of_the_window_fires_once_decided_by_its_loops_line(tmp_path:
     for row in rows:
         assert row["admittedAt"].startswith(row["slot"][:19])
         assert row["decision"]["kind"] == "run"
-        assert row["decision"]["rule"] == f"{paths.rules / 'sim.rules'}:1:6"
+        assert row["decision"]["rule"] == "loops/sim.rules:1:6"
         assert [r["outcome"] for r in row["runs"]] == ["OK"]
     assert doc["loops"]["quick"]["fired"] == 7  # the slot at the start is due
     assert doc["loops"]["quick"]["runsBy"] == {"OK": 7}
@@ -171,7 +172,8 @@ def test_an_event_a_run_chained_is_a_row_of_its_own_decided_by_its_route(
     its decision and the route that made it."""
     rules = loop("quick", "every 1h", "approval auto", "enabled true")
     rules += "\n\non look@1 outcome OK\n  emit clock.tick.gather { }\n"
-    doc = run(tree(tmp_path, rules), tmp_path, end=h(1))
+    paths = tree(tmp_path, rules)
+    doc = run(paths, tmp_path, end=h(1))
     chained = [r for r in doc["rows"] if r["outcome"] == "event"]
     assert len(chained) == 2 and all(r["source"] == "chain" for r in chained)
     for row in chained:
@@ -179,7 +181,10 @@ def test_an_event_a_run_chained_is_a_row_of_its_own_decided_by_its_route(
         assert row["decision"]["kind"] == "propose"  # its route's default: watched
         file, line, _ = row["decision"]["rule"].rsplit(":", 2)
         assert (
-            Path(file).read_text().splitlines()[int(line) - 1].startswith("route clock.tick.gather")
+            locate(file, paths.roots())
+            .read_text()
+            .splitlines()[int(line) - 1]
+            .startswith("route clock.tick.gather")
         )
 
 

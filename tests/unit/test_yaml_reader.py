@@ -123,7 +123,7 @@ def read(tmp_path: Path, text: str, fast: bool) -> tuple[Any, Collector]:
     path = tmp_path / "file.yaml"
     path.write_text(text, encoding="utf-8")
     collector = Collector()
-    return read_yaml(path, collector, fast), collector
+    return read_yaml(path, path.name, collector, fast), collector
 
 
 @pytest.mark.parametrize("fast", [False, True], ids=["round-trip", "libyaml"])
