@@ -94,6 +94,34 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
             "judge",
         ),
     ),
+    # the heart of the decision: the state machines, settling, resuming, deciding
+    "engine/core/table.py": (
+        ("tests/unit/test_machines.py", "tests/unit/test_guards.py"),
+        None,
+    ),
+    "engine/core/machines.py": (
+        (
+            "tests/unit/test_machines.py",
+            "tests/unit/test_settle.py",
+            "tests/unit/test_diagrams.py",
+        ),
+        None,
+    ),
+    "engine/core/settle.py": (
+        ("tests/unit/test_settle.py", "tests/unit/test_resume.py"),
+        None,
+    ),
+    "engine/core/resume.py": (("tests/unit/test_resume.py",), None),
+    "engine/core/decide.py": (
+        (
+            "tests/unit/test_decide.py",
+            "tests/unit/test_batched_planning.py",
+            "tests/unit/test_codec.py",
+            "tests/unit/test_resume.py",
+            "tests/unit/test_spelling.py",
+        ),
+        None,
+    ),
     # the params of a command template, checked by the adapter and by the compiler
     "engine/core/registry.py": (
         ("tests/unit/test_command_adapter.py",),

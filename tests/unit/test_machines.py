@@ -550,3 +550,14 @@ def test_compiled_tables_match_golden_files() -> None:
     for kind, doc in documents.items():
         expected = json.loads((GOLDEN / f"{kind}.json").read_text(encoding="utf-8"))
         assert json.loads(json.dumps(doc)) == expected, f"{kind}.json differs"
+
+
+def test_lifecycle_run_steps_a_run(shipped: RuleSet) -> None:
+    """A run steps through the lifecycle: claimed, started, succeeded; a lost lease
+    queues it again while attempts remain and fails it when none do."""
+    steps = Lifecycle(shipped)
+    assert steps.run("queued", "claim") == "claimed"
+    assert steps.run("claimed", "start") == "running"
+    assert steps.run("running", "succeed") == "succeeded"
+    assert steps.run("running", "expire_lease", attempts_left=1) == "queued"
+    assert steps.run("running", "expire_lease", attempts_left=0) == "failed"
