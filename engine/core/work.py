@@ -87,6 +87,17 @@ class WorkItem:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkQuery:
+    """Which work items a page holds; every filter given must hold (None: any). Its
+    cursor is the runs' kind, of (created_at, work_id)."""
+
+    state: str | None = None
+    repo: str | None = None
+    key: str | None = None  # the semantic key, exact
+    before: tuple[str, str] | None = None  # strictly older than (created_at, work_id)
+
+
+@dataclass(frozen=True, slots=True)
 class WorkRequest:
     """What opening a work item asks for (CLI, HTTP or a `work.open` event)."""
 
