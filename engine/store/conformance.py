@@ -31,6 +31,8 @@ from engine.store.ports import (
     Store,
     Tx,
     TxView,
+    Work,
+    WorkView,
 )
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SqliteStore
@@ -57,6 +59,8 @@ Ports = tuple[
     FindingsView,
     Notifications,
     NotificationsView,
+    Work,
+    WorkView,
     Reports,
     FactsView,
     TxView,
@@ -69,7 +73,7 @@ def as_ports(tx: SqlTx | MemoryTx) -> Ports:
     type checker checks each one)."""
     return (
         tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx,
-        tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx,
+        tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx, tx,
     )  # fmt: skip
 
 

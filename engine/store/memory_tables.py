@@ -39,6 +39,7 @@ from engine.core.records import (
     SinkDelivery,
     SkipRecord,
 )
+from engine.core.work import WorkItem
 from engine.store.memory_index import EMPTY, Grouped, Timeline
 
 P = ParamSpec("P")
@@ -94,6 +95,10 @@ NOT_NULL: dict[type, tuple[str, ...]] = {
     ObservationRecord: (
         "loop", "changes", "status", "diagnostic", "consecutive_failures", "polls",
     ),
+    WorkItem: (
+        "work_id", "semantic_key", "title", "state", "context", "created_by", "created_at",
+        "updated_at", "version",
+    ),
 }  # fmt: skip
 
 
@@ -137,6 +142,8 @@ class Tables:
     undelivered: Map[int, None] = EMPTY  # the pending notifications
     sink_deliveries: Map[int, Map[str, SinkDelivery]] = EMPTY  # seq -> sink -> its row
     last_notified: Map[str, int] = EMPTY  # dedup key -> the seq of its last notification
+    work: Map[str, WorkItem] = EMPTY  # by work_id
+    live_work: Map[str, str] = EMPTY  # semantic key -> the id of its non-terminal item
 
     def clone(self) -> Tables:
         """A version of its own, the same as this one until it is changed."""

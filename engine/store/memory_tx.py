@@ -39,12 +39,13 @@ from engine.store.memory_tables import (
     take,
     writes,
 )
+from engine.store.memory_work import WorkTx
 from engine.store.sqltx import counted
 
 __all__ = ["MemoryStoreError", "MemoryTx", "ReadOnlyMemoryTx", "Tables"]
 
 
-class MemoryTx(PagesTx):
+class MemoryTx(PagesTx, WorkTx):
     """Implements `engine.store.ports.Tx` in memory (see `memory_tables.Transaction`)."""
 
     # ---- batches: each row as its one-row operation would write it -------------------

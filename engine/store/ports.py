@@ -53,6 +53,7 @@ from engine.core.records import (
     SinkDelivery,
     SkipRecord,
 )
+from engine.core.work import WorkItem, WorkQuery
 from engine.store.health import Health
 
 # ---- events and their decisions --------------------------------------------------------
@@ -515,6 +516,38 @@ class Notifications(NotificationsView, Protocol):
         """Insert each row, or replace the one of the same (seq, sink)."""
 
 
+# ---- work items -----------------------------------------------------------------------
+
+
+class WorkView(Protocol):
+    """Work items (docs/work.md), read."""
+
+    def get_work(self, work_id: str) -> WorkItem | None: ...
+
+    def live_work_by_key(self, semantic_key: str) -> WorkItem | None:
+        """The one item holding `semantic_key` that is not terminal (open, active or
+        blocked), if any."""
+
+    def page_work(self, query: WorkQuery, limit: int) -> list[WorkItem]:
+        """At most `limit` items that hold every filter of `query`, newest first
+        (created_at, then work_id, descending); with `query.before`, only those
+        strictly older than that (created_at, work_id)."""
+
+
+class Work(WorkView, Protocol):
+    """At most one non-terminal item per semantic key; every change is a
+    compare-and-set on the version the caller read."""
+
+    def insert_work(self, item: WorkItem) -> bool:
+        """Store a new item; False (nothing written) when its id exists, or when it is
+        not terminal and another non-terminal item holds its semantic key."""
+
+    def update_work(self, item: WorkItem, expect_version: int) -> bool:
+        """Write `item`'s state, title, context, lease, updated_at and version over the
+        stored item of that id whose version is `expect_version`; False (nothing
+        written) when another writer moved it first, or there is no such item."""
+
+
 # ---- reports (read only) --------------------------------------------------------------
 
 
@@ -552,11 +585,12 @@ class FactsView(
     LoopsView,
     FindingsView,
     NotificationsView,
+    WorkView,
     Protocol,
 ):
     """What a decision reads, and nothing it could write: loop state, runs in flight,
     active and previous occurrences, budget used, open proposals, findings by key,
-    decisions, the last notification of a subject."""
+    decisions, the last notification of a subject, work items."""
 
 
 class TxView(FactsView, DeliveriesView, JournalView, OutboxView, Reports, Protocol):
@@ -574,6 +608,7 @@ class Tx(
     Loops,
     Findings,
     Notifications,
+    Work,
     TxView,
     Protocol,
 ):
@@ -644,6 +679,8 @@ __all__ = [
     "Store",
     "Tx",
     "TxView",
+    "Work",
+    "WorkView",
     "journal_cursor",
     "journal_cursor_text",
     "run_cursor",

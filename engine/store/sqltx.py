@@ -32,6 +32,7 @@ from engine.core.records import (
 )
 from engine.errors import Unavailable
 from engine.store.queries import queries
+from engine.store.sql_work import WorkRows
 
 Row = Mapping[str, Any]
 R = TypeVar("R")
@@ -337,7 +338,7 @@ def _keys(values: Iterable[str]) -> str:
     return json.dumps(list(values))
 
 
-class SqlTx:
+class SqlTx(WorkRows):
     """Implements `engine.store.ports.Tx` with the shared named queries. `dialect`
     selects a backend's own versions of some queries; `adapt` rewrites the `:name`
     parameters into the driver's style."""

@@ -24,6 +24,7 @@ AGGREGATES = {
     ports.Loops: ports.LoopsView,
     ports.Findings: ports.FindingsView,
     ports.Notifications: ports.NotificationsView,
+    ports.Work: ports.WorkView,
 }
 VIEWS = (*AGGREGATES.values(), ports.Reports)
 

@@ -553,3 +553,32 @@ SELECT state, COUNT(*) AS n FROM proposals WHERE loop = :loop GROUP BY state;
 
 -- name: loop_run_states
 SELECT state, COUNT(*) AS n FROM runs WHERE loop = :loop GROUP BY state;
+
+-- name: insert_work
+-- A new work item; nothing when its id exists or a live item holds its key
+-- (work_items_live_key).
+INSERT INTO work_items (work_id, semantic_key, title, state, repo, context, created_by,
+                        created_at, updated_at, version, lease_owner, lease_session,
+                        lease_expires_at)
+VALUES (:work_id, :semantic_key, :title, :state, :repo, :context, :created_by,
+        :created_at, :updated_at, :version, :lease_owner, :lease_session, :lease_expires_at)
+ON CONFLICT DO NOTHING;
+
+-- name: get_work
+SELECT * FROM work_items WHERE work_id = :work_id;
+
+-- name: live_work_by_key
+SELECT * FROM work_items
+WHERE semantic_key = :semantic_key AND state IN ('open', 'active', 'blocked');
+
+-- name: update_work
+-- A compare-and-set on the version the writer read.
+UPDATE work_items SET state = :state, title = :title, context = :context,
+                      updated_at = :updated_at, version = :version,
+                      lease_owner = :lease_owner, lease_session = :lease_session,
+                      lease_expires_at = :lease_expires_at
+WHERE work_id = :work_id AND version = :expect_version;
+
+-- name: page_work
+SELECT * FROM work_items WHERE 1 = 1 {where}
+ORDER BY created_at DESC, work_id DESC LIMIT :limit;

@@ -1,0 +1,226 @@
+"""Work items (docs/work.md): a finite objective the engine knows, its state machine and
+its controller lease, as data. No I/O and no clock: `now` is an argument.
+
+A work item is `open`, `active` or `blocked` until it ends, `completed` or `cancelled`;
+a terminal item never moves again. Opening a semantic key that a non-terminal item
+holds answers that item (existing work first), never a second one. The controller
+lease (owner principal, session, expiry) is claimed by the controller itself
+(`POST /work/{id}/continue`): a live lease held by another owner refuses the claim."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Final
+
+from engine.core.envelope import iso, parse_iso
+from engine.errors import Conflict, PayloadTooLarge, Unprocessable
+
+MAX_CONTEXT_BYTES: Final = 64 * 1024  # a context document's bound, as compact UTF-8 JSON
+MAX_TITLE = 200
+MAX_KEY = 200
+DEFAULT_LEASE: Final = timedelta(minutes=15)
+MAX_LEASE: Final = timedelta(hours=24)
+
+
+class WorkState(StrEnum):
+    """A work item's state (persisted; a member's value never changes once released)."""
+
+    OPEN = "open"
+    ACTIVE = "active"  # a controller claimed it (`continue`)
+    BLOCKED = "blocked"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class WorkTrigger(StrEnum):
+    CONTINUE = "continue"  # a controller claims (or renews) the lease: -> active
+    BLOCK = "block"  # -> blocked
+    REOPEN = "reopen"  # active/blocked -> open
+    COMPLETE = "complete"  # -> completed (terminal)
+    CANCEL = "cancel"  # -> cancelled (terminal)
+
+
+TERMINAL: Final = frozenset({WorkState.COMPLETED, WorkState.CANCELLED})
+LIVE: Final = tuple(s.value for s in WorkState if s not in TERMINAL)
+
+# The machine as one table: (state, trigger) -> state. What is absent is refused.
+_S, _T = WorkState, WorkTrigger
+TRANSITIONS: Final[dict[tuple[WorkState, WorkTrigger], WorkState]] = {
+    (_S.OPEN, _T.CONTINUE): _S.ACTIVE,
+    (_S.OPEN, _T.BLOCK): _S.BLOCKED,
+    (_S.OPEN, _T.COMPLETE): _S.COMPLETED,
+    (_S.OPEN, _T.CANCEL): _S.CANCELLED,
+    (_S.ACTIVE, _T.CONTINUE): _S.ACTIVE,
+    (_S.ACTIVE, _T.BLOCK): _S.BLOCKED,
+    (_S.ACTIVE, _T.REOPEN): _S.OPEN,
+    (_S.ACTIVE, _T.COMPLETE): _S.COMPLETED,
+    (_S.ACTIVE, _T.CANCEL): _S.CANCELLED,
+    (_S.BLOCKED, _T.CONTINUE): _S.ACTIVE,
+    (_S.BLOCKED, _T.REOPEN): _S.OPEN,
+    (_S.BLOCKED, _T.COMPLETE): _S.COMPLETED,
+    (_S.BLOCKED, _T.CANCEL): _S.CANCELLED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    """One work item as the store keeps it. `version` grows by one with every change:
+    each write is a compare-and-set on the version the writer read."""
+
+    work_id: str
+    semantic_key: str
+    title: str
+    state: str
+    repo: str | None
+    context: dict[str, Any]  # {"summary": str, "links": [str, ...]}, bounded
+    created_by: str
+    created_at: str
+    updated_at: str
+    version: int = 1
+    lease_owner: str | None = None
+    lease_session: str | None = None
+    lease_expires_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkQuery:
+    """Which work items a page holds; every filter given must hold (None: any). Its
+    cursor is the runs' kind, of (created_at, work_id)."""
+
+    state: str | None = None
+    repo: str | None = None
+    key: str | None = None  # the semantic key, exact
+    before: tuple[str, str] | None = None  # strictly older than (created_at, work_id)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkRequest:
+    """What opening a work item asks for (CLI, HTTP or a `work.open` event)."""
+
+    semantic_key: str
+    title: str
+    repo: str | None = None
+    summary: str = ""
+    links: tuple[str, ...] = ()
+
+
+def is_terminal(state: str) -> bool:
+    return state in TERMINAL
+
+
+def context_document(summary: str, links: tuple[str, ...]) -> dict[str, Any]:
+    """The context document of a work item: its summary and links, refused (413,
+    reason `context_too_large`) beyond MAX_CONTEXT_BYTES."""
+    doc: dict[str, Any] = {"summary": summary, "links": list(links)}
+    size = len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_CONTEXT_BYTES:
+        raise PayloadTooLarge(
+            f"a work item's context is at most {MAX_CONTEXT_BYTES} bytes, not {size}",
+            reason="context_too_large",
+            limit=MAX_CONTEXT_BYTES,
+            size=size,
+        )
+    return doc
+
+
+def request_problem(req: WorkRequest) -> str | None:
+    """Why the request cannot open work, or None."""
+    if not req.semantic_key.strip() or len(req.semantic_key) > MAX_KEY:
+        return f"a semantic key is 1 to {MAX_KEY} characters"
+    if not req.title.strip() or len(req.title) > MAX_TITLE:
+        return f"a title is 1 to {MAX_TITLE} characters"
+    if any(not isinstance(link, str) or not link for link in req.links):
+        return "each link is a non-empty string"
+    return None
+
+
+def open_work(
+    existing: WorkItem | None, req: WorkRequest, work_id: str, actor: str, now: str
+) -> tuple[WorkItem, bool]:
+    """The item that answers `req`: (existing, False) when a non-terminal item holds
+    the key (existing work first), else (a new open item, True)."""
+    problem = request_problem(req)
+    if problem is not None:
+        raise Unprocessable(problem, reason="bad_work")
+    if existing is not None and not is_terminal(existing.state):
+        return existing, False
+    doc = context_document(req.summary, req.links)
+    item = WorkItem(
+        work_id, req.semantic_key, req.title, WorkState.OPEN, req.repo, doc, actor, now, now
+    )
+    return item, True
+
+
+def move(item: WorkItem, trigger: WorkTrigger, now: str) -> WorkItem:
+    """The item after `trigger`; Conflict (reason `illegal_transition`, nothing
+    changed) when the table has no such move. A terminal state drops the lease; so
+    does `reopen`."""
+    to = TRANSITIONS.get((WorkState(item.state), trigger))
+    if to is None:
+        raise Conflict(
+            f"work '{item.work_id}' is {item.state}: it cannot {trigger.value}",
+            reason="illegal_transition",
+            state=item.state,
+        )
+    changed = dataclasses.replace(item, state=to, updated_at=now, version=item.version + 1)
+    if to in TERMINAL or trigger == WorkTrigger.REOPEN:
+        return _released(changed)
+    return changed
+
+
+def lease_live(item: WorkItem, now: datetime) -> bool:
+    """A controller holds the item's lease at `now`."""
+    expires = item.lease_expires_at
+    return expires is not None and parse_iso(expires) > now
+
+
+def claim(
+    item: WorkItem, owner: str, session: str, now: datetime, ttl: timedelta = DEFAULT_LEASE
+) -> WorkItem:
+    """`continue`: `owner` takes (or renews) the controller lease until now + ttl and
+    the item becomes active. Refused (409, reason `lease_held`) while another owner's
+    lease is live; a terminal item refuses (`illegal_transition`)."""
+    if not timedelta(0) < ttl <= MAX_LEASE:
+        raise Unprocessable(f"a lease lasts more than 0s and at most {MAX_LEASE}", reason="bad_ttl")
+    if lease_live(item, now) and item.lease_owner != owner:
+        raise Conflict(
+            f"work '{item.work_id}' is held by {item.lease_owner} until {item.lease_expires_at}",
+            reason="lease_held",
+            owner=item.lease_owner,
+            expires=item.lease_expires_at,
+        )
+    at = iso(now)
+    moved = move(item, WorkTrigger.CONTINUE, at)
+    until = iso(now + ttl)
+    return dataclasses.replace(
+        moved, lease_owner=owner, lease_session=session, lease_expires_at=until
+    )
+
+
+def _released(item: WorkItem) -> WorkItem:
+    return dataclasses.replace(item, lease_owner=None, lease_session=None, lease_expires_at=None)
+
+
+def as_dict(item: WorkItem) -> dict[str, Any]:
+    """The wire form (camelCase, as the HTTP API and `--json` answer)."""
+    return {
+        "workId": item.work_id,
+        "semanticKey": item.semantic_key,
+        "title": item.title,
+        "state": item.state,
+        "repo": item.repo,
+        "context": item.context,
+        "createdBy": item.created_by,
+        "createdAt": item.created_at,
+        "updatedAt": item.updated_at,
+        "version": item.version,
+        "lease": {
+            "owner": item.lease_owner,
+            "session": item.lease_session,
+            "expiresAt": item.lease_expires_at,
+        },
+    }

@@ -1,0 +1,134 @@
+"""The work items' storage contract (docs/work.md), held by the SQLite, PostgreSQL and
+in-memory stores alike: at most one non-terminal item per semantic key, every change a
+compare-and-set on the version read, the context document read back as written, and
+pages newest first that give every item once."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+
+import databases
+import pytest
+
+from engine.bootstrap import open_store as open_backend
+from engine.core.work import WorkItem, WorkQuery
+from engine.store.memory import MemoryDatabase, MemoryStore
+from engine.store.ports import Store
+
+Factory = Callable[[], Store]
+
+
+@pytest.fixture
+def open_store(store_database: str) -> Iterator[Factory]:
+    """Opens stores on one database; each call is another connection."""
+    opened: list[Store] = []
+    memory = MemoryDatabase()
+
+    def factory() -> Store:
+        db = store_database
+        store = MemoryStore(memory) if db == databases.MEMORY else open_backend(db)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+def at(minute: int) -> str:
+    return f"2026-12-07T08:{minute:02d}:00.000000Z"
+
+
+def item(work_id: str, key: str = "repair-42", state: str = "open", minute: int = 0) -> WorkItem:
+    context = {"summary": "Repair the flaky test ✓", "links": ["https://ci.example/1"]}
+    return WorkItem(
+        work_id, key, f"Work {work_id}", state, "acme/app", context, "operator:ann",
+        at(minute), at(minute),
+    )  # fmt: skip
+
+
+def test_an_item_reads_back_as_written(open_store: Factory) -> None:
+    """insert_work stores the item once (a second insert of its id writes nothing) and
+    get_work and live_work_by_key read it back, context and lease included."""
+    store = open_store()
+    with store.write() as tx:
+        assert tx.insert_work(item("w1")) is True
+        assert tx.insert_work(dataclasses.replace(item("w1"), semantic_key="other")) is False
+    with open_store().read() as tx:
+        assert tx.get_work("w1") == item("w1")
+        assert tx.live_work_by_key("repair-42") == item("w1")
+        assert tx.get_work("nope") is None and tx.live_work_by_key("nope") is None
+
+
+def test_one_live_item_per_key(open_store: Factory) -> None:
+    """A second non-terminal item of a key is not written; once the first is terminal,
+    the key opens again, and terminal items of a key may be many."""
+    store = open_store()
+    with store.write() as tx:
+        assert tx.insert_work(item("w1")) is True
+        assert tx.insert_work(item("w2", state="blocked")) is False
+        assert tx.insert_work(item("w0", state="cancelled")) is True
+        done = dataclasses.replace(item("w1"), state="completed", version=2, updated_at=at(5))
+        assert tx.update_work(done, expect_version=1) is True
+        assert tx.live_work_by_key("repair-42") is None
+        assert tx.insert_work(item("w2", minute=6)) is True
+    with store.read() as tx:
+        assert tx.live_work_by_key("repair-42") == item("w2", minute=6)
+        assert tx.get_work("w1") == done
+
+
+def test_update_is_a_compare_and_set_on_the_version(open_store: Factory) -> None:
+    """update_work writes over the version read only; a stale writer changes nothing,
+    and the key, repo and creation stay as they were."""
+    first, second = open_store(), open_store()
+    with first.write() as tx:
+        tx.insert_work(item("w1"))
+    leased = dataclasses.replace(
+        item("w1"),
+        state="active",
+        version=2,
+        updated_at=at(1),
+        lease_owner="operator:bot",
+        lease_session="s-1",
+        lease_expires_at=at(16),
+        semantic_key="ignored",
+    )
+    with first.write() as tx:
+        assert tx.update_work(leased, expect_version=1) is True
+    with second.write() as tx:
+        stale = dataclasses.replace(item("w1"), state="cancelled", version=2)
+        assert tx.update_work(stale, expect_version=1) is False
+        assert tx.update_work(dataclasses.replace(item("nope"), version=2), 1) is False
+    with second.read() as tx:
+        assert tx.get_work("w1") == dataclasses.replace(leased, semantic_key="repair-42")
+
+
+def test_pages_are_newest_first_and_filtered(open_store: Factory) -> None:
+    """page_work gives the items newest first (created_at, then id), filtered by state,
+    repo and key, and from a `before` cursor only the older ones."""
+    store = open_store()
+    with store.write() as tx:
+        for n in range(5):
+            state = "completed" if n % 2 else "open"
+            tx.insert_work(item(f"w{n}", key=f"k{n}", state=state, minute=n // 2))
+    with store.read() as tx:
+        everything = [w.work_id for w in tx.page_work(WorkQuery(), 10)]
+        assert everything == ["w4", "w3", "w2", "w1", "w0"]
+        assert [w.work_id for w in tx.page_work(WorkQuery(), 2)] == ["w4", "w3"]
+        older = tx.page_work(WorkQuery(before=(at(1), "w3")), 10)
+        assert [w.work_id for w in older] == ["w2", "w1", "w0"]
+        assert [w.work_id for w in tx.page_work(WorkQuery(state="open"), 10)] == ["w4", "w2", "w0"]
+        assert [w.work_id for w in tx.page_work(WorkQuery(key="k3"), 10)] == ["w3"]
+        assert tx.page_work(WorkQuery(repo="other/repo"), 10) == []
+
+
+def test_a_rolled_back_write_leaves_nothing(open_store: Factory) -> None:
+    """An item inserted in a transaction that fails is not stored, nor is its key held."""
+    store = open_store()
+    with pytest.raises(RuntimeError), store.write() as tx:
+        tx.insert_work(item("w1"))
+        raise RuntimeError("boom")
+    with store.write() as tx:
+        assert tx.get_work("w1") is None
+        assert tx.insert_work(item("w2")) is True
