@@ -561,3 +561,20 @@ def test_lifecycle_run_steps_a_run(shipped: RuleSet) -> None:
     assert steps.run("running", "succeed") == "succeeded"
     assert steps.run("running", "expire_lease", attempts_left=1) == "queued"
     assert steps.run("running", "expire_lease", attempts_left=0) == "failed"
+
+
+def test_an_event_of_a_routed_type_takes_its_routes_approval(tmp_path: Path) -> None:
+    """An event no loop emitted is planned with its route's approval (the runtime test
+    tree routes test.echo.requested `approval auto`, test.spawn.requested `approval
+    watched`), and an event type no route names is watched; none is singleton or
+    shadow."""
+    tree = ROOT / "tests" / "data" / "runtime"
+    rules = load_rules(Paths(tree / "loops", tree / "registry", tmp_path / "config"))
+    assert event_type_profile(rules, "test.echo.requested") == Profile(
+        Approval.AUTO, singleton=False
+    )
+    assert event_type_profile(rules, "test.spawn.requested") == Profile(
+        Approval.WATCHED, singleton=False
+    )
+    assert "no.such.type" not in rules.routes
+    assert event_type_profile(rules, "no.such.type") == Profile(Approval.WATCHED, singleton=False)

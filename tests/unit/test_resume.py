@@ -80,6 +80,16 @@ def test_a_due_retry_is_dispatched_again_as_the_next_run() -> None:
     assert (redispatched.from_state, redispatched.to_state) == ("triaging", "work_dispatched")
 
 
+def test_a_redispatch_records_what_triage_decided_now() -> None:
+    """The decision a resumed occurrence records is the triage made on taking it up
+    again, not the one it was dispatched with first: the facts may have changed while it
+    waited."""
+    occ = replace(waiting("nightly"), decision="retry_infrastructure_failure")
+    forward = resume(occ, RULES, facts("nightly"), MACHINES, AT)[2]
+    assert isinstance(forward, Transition)
+    assert forward.changes["decision"] == "run_readonly_check"
+
+
 def test_a_retry_with_nothing_to_run_fails() -> None:
     """When the event or its first run is gone, the occurrence fails from where it
     waits, concluded and counted as a failure of its loop."""
