@@ -101,8 +101,12 @@ def run_key(event: EventRecord, number: int) -> str:
 
 
 def waited_for(rules: RuleSet, loop: str | None) -> bool:
-    """Whether a loop runs `after` this one: its conclusion then reads the run's outcome."""
-    return any(other.trigger.upstream == loop for other in rules.loops.values())
+    """Whether a loop runs `after` this one: its conclusion then reads the run's outcome.
+    Work outside any loop (`None`) is followed by none, though a loop that runs after no
+    other has no upstream either."""
+    return loop is not None and any(
+        other.trigger.upstream == loop for other in rules.loops.values()
+    )
 
 
 # ---- settling -----------------------------------------------------------------------------

@@ -22,15 +22,22 @@ from engine.core.effects import (
 )
 from engine.core.envelope import iso
 from engine.core.machines import Lifecycle
+from engine.core.policy import FailureClass
 from engine.core.records import EventRecord, LoopState, OccurrenceRecord, RunRecord
 from engine.core.settle import (
     MAX_CONFLICT_WAITS,
     Chain,
     Ending,
+    Ends,
     Finished,
     SettleFacts,
+    judged,
+    runs_of,
     settle,
+    used_after,
+    waited_for,
 )
+from engine.core.states import OccurrenceTrigger
 from engine.core.ticks import idempotency_key, tick
 from engine.loading import Paths, load_rules
 
@@ -302,3 +309,81 @@ def test_the_same_result_and_facts_give_the_same_plan() -> None:
         "wall_clock_seconds": 7,
         "wall_clock_ms": 7000,
     }
+
+
+def test_what_a_run_used_adds_to_what_its_occurrence_used() -> None:
+    """A run's wall clock is counted in milliseconds and added to the occurrence's: a
+    record from before milliseconds were kept counts its whole seconds; a run that never
+    started used no time but takes its number; a clock that stepped back between the
+    start and the end counts no time, never less than none."""
+    ev = event("nightly")
+    run = run_of(ev)  # started at STARTED, ends at AT: 2.25 s
+    fresh = dispatched(ev)
+    assert used_after(fresh, run, AT) == {
+        "runs": 1,
+        "wall_clock_seconds": 2,
+        "wall_clock_ms": 2250,
+    }
+    old = dispatched(ev, used={"runs": 2, "wall_clock_seconds": 7})
+    assert used_after(old, run, AT) == {
+        "runs": 3,
+        "wall_clock_seconds": 9,
+        "wall_clock_ms": 9250,
+    }
+    kept = dispatched(ev, used={"runs": 1, "wall_clock_seconds": 1, "wall_clock_ms": 1900})
+    assert used_after(kept, run, AT)["wall_clock_ms"] == 4150
+    # a JSON `true` is no count of milliseconds: the whole seconds are read instead
+    odd = dispatched(ev, used={"runs": 1, "wall_clock_seconds": 3, "wall_clock_ms": True})
+    assert used_after(odd, run, AT)["wall_clock_ms"] == 5250
+    never = replace(run, started_at=None)
+    assert used_after(old, never, AT) == {
+        "runs": 3,
+        "wall_clock_seconds": 7,
+        "wall_clock_ms": 7000,
+    }
+    stepped_back = iso(SLOT)  # before STARTED
+    assert used_after(fresh, run, stepped_back)["wall_clock_ms"] == 0
+
+
+def test_a_run_number_and_a_loop_that_waits() -> None:
+    """An occurrence that has used no run yet numbers its next run 0 (its first key,
+    without `#N`); a loop another loop runs `after` is waited for (its conclusion reads
+    the run's outcome), a loop nobody follows or no loop is not."""
+    ev = event("nightly")
+    assert runs_of(dispatched(ev)) == 0
+    assert runs_of(dispatched(ev, used={"wall_clock_seconds": 4})) == 0
+    assert runs_of(dispatched(ev, used={"runs": 2})) == 2
+    assert waited_for(RULES, "nightly") is True  # after-ok runs after nightly
+    assert waited_for(RULES, "mutator") is False
+    assert waited_for(RULES, None) is False
+
+
+def test_how_a_run_that_ended_without_a_result_is_judged() -> None:
+    """A refused workspace waits for a person, its note the refusal (the guard's error,
+    else the run's, else a pointer to the run); a lost lease of a run whose definition
+    left the rules is taken as mutating (a person looks before any retry); a failure
+    outside any loop fails its occurrence, its note the class and the run's state when no
+    outcome was recorded."""
+    ev = event("nightly")
+    run = run_of(ev)
+    guard = Finished(run, "failed", None, False, refused=True, error="dirty: a.txt")
+    assert judged(guard, RULES, dispatched(ev)) == Ends(
+        OccurrenceTrigger.ESCALATE, None, "workspace refused: dirty: a.txt"
+    )
+    by_run = Finished(replace(run, error="dirty: b.txt"), "failed", None, False, refused=True)
+    assert judged(by_run, RULES, dispatched(ev)).note == "workspace refused: dirty: b.txt"
+    bare = Finished(run, "failed", None, False, refused=True)
+    assert judged(bare, RULES, dispatched(ev)).note == "workspace refused: see the run"
+    gone = replace(run, definition="gone@1", error="lease expired at 10:00")
+    lost = judged(Finished(gone, "failed", None, True), RULES, dispatched(ev))
+    assert isinstance(lost, Ends)
+    assert (lost.trigger, lost.cls) == (
+        OccurrenceTrigger.ESCALATE,
+        FailureClass.INFRASTRUCTURE_FAILURE,
+    )
+    outside = Finished(replace(run, loop=None), "failed", None, True)
+    assert judged(outside, RULES, dispatched(ev)) == Ends(
+        OccurrenceTrigger.FAIL,
+        FailureClass.INFRASTRUCTURE_FAILURE,
+        "infrastructure_failure (failed)",
+    )
