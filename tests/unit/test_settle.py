@@ -32,6 +32,7 @@ from engine.core.settle import (
     Finished,
     SettleFacts,
     judged,
+    run_key,
     runs_of,
     settle,
     used_after,
@@ -387,3 +388,11 @@ def test_how_a_run_that_ended_without_a_result_is_judged() -> None:
         FailureClass.INFRASTRUCTURE_FAILURE,
         "infrastructure_failure (failed)",
     )
+
+
+def test_a_runs_key_is_its_events_and_its_number() -> None:
+    """The first run of an event takes the event's idempotency key; run N takes `#N`
+    after it, so a retry never reuses a spent key."""
+    ev = event("nightly")
+    assert run_key(ev, 0) == idempotency_key(ev)
+    assert run_key(ev, 2) == idempotency_key(ev) + "#2"
