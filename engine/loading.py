@@ -187,7 +187,7 @@ def validate(
         return model.model_validate(_plain(data))
     except ValidationError as err:
         for e in err.errors():
-            where = ".".join(str(p) for p in e["loc"]) or "entry"
+            where = _path(e["loc"])
             message = e["msg"].removeprefix("Value error, ")
             hint = None
             if e["type"] == "extra_forbidden":
@@ -197,6 +197,16 @@ def validate(
             span = _locate_error(file, node, e["loc"], at)
             collector.error(code, f"{where}: {message}", span, hint)
     return None
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    """A field's path as `a.b.0`, each part that is not a plain word quoted, so a key
+    of spaces or dots still reads as one name."""
+    parts = [str(p) if _WORD.fullmatch(str(p)) else repr(str(p)) for p in loc]
+    return ".".join(parts) or "entry"
+
+
+_WORD = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _plain(data: Any) -> Any:

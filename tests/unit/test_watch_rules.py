@@ -147,6 +147,13 @@ def test_a_bad_probe_entry_is_a_located_registry_error(
     assert says in found[0][4]
 
 
+def test_a_key_that_is_not_a_word_is_quoted_where_it_is_named(tmp_path: Path) -> None:
+    """A field whose name is blank or holds spaces reads as one quoted name, so the
+    line still says which field it is (a bare blank left the message empty)."""
+    found = diagnostics(tree(tmp_path, "", "probes:\n  - id: x\n    argv: [a]\n    ' ': 1\n"))
+    assert [f[4] for f in found] == ["' ': unknown field ' '"]
+
+
 def test_the_overlay_may_change_a_watch_cadence_not_its_probe(tmp_path: Path) -> None:
     """`every: 10m` in the overlay changes a watch loop's poll cadence; the probe is
     pinned by the rule file."""
