@@ -19,16 +19,24 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
+
+if TYPE_CHECKING:
+    from engine.store.ports import Store
 
 BACKENDS = ("sqlite", "postgresql")
 # The in-memory store (engine.store.memory) is no database: the contract suite holds it
 # to the same behaviour as the two backends (conftest's `store_database`).
 MEMORY = "memory"
 STORES = (*BACKENDS, MEMORY)
+# For a test that sends the database SQL of its own: the two databases, not the memory
+# store (the contract suite's `open_store` runs on `store_database`, tests/conftest.py).
+real_databases = pytest.mark.parametrize("store_database", BACKENDS, indirect=True)
+# What the contract suite's `open_store` fixture gives: each call opens another store.
+Factory = Callable[[], "Store"]
 REQUIRE_ENV = "ENGINE_REQUIRE_POSTGRES"
 URL_ENV = "ENGINE_TEST_POSTGRES_URL"
 

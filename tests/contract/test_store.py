@@ -8,14 +8,14 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 import databases
 import psycopg
 import pytest
+from databases import Factory, real_databases
 
-from engine.bootstrap import open_store as open_backend
 from engine.core.records import (
     DecisionRecord,
     DeliveryRecord,
@@ -26,10 +26,9 @@ from engine.core.records import (
     RunRecord,
     SkipRecord,
 )
-from engine.store.memory import MemoryDatabase, MemoryStore, MemoryStoreError
+from engine.store.memory import MemoryStoreError
 from engine.store.ports import Store
 
-Factory = Callable[[], Store]
 R = TypeVar("R")
 
 # What each store raises when the database refuses a statement.
@@ -38,45 +37,15 @@ DB_ERRORS = (sqlite3.DatabaseError, psycopg.Error, MemoryStoreError)
 PROMPT_S = 5.0
 
 
-def _stores(database: str) -> Iterator[Factory]:
-    opened: list[Store] = []
-    memory = MemoryDatabase()
-
-    def factory() -> Store:
-        store = MemoryStore(memory) if database == databases.MEMORY else open_backend(database)
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
-
-
 @pytest.fixture
 def database(store_database: str) -> str:
     """The database under test: the one `open_store` opens."""
     return store_database
 
 
-@pytest.fixture
-def open_store(database: str) -> Iterator[Factory]:
-    """Opens stores on one database; each call is another connection, as another process."""
-    yield from _stores(database)
-
-
-# For a test that sends the database SQL of its own: the two databases, not the memory store.
-real_databases = pytest.mark.parametrize("store_database", databases.BACKENDS, indirect=True)
-
-
 def at(minute: int, second: int = 0) -> str:
     """An instant on the tests' day, as the store keeps times."""
     return f"2026-11-30T10:{minute:02d}:{second:02d}.000000Z"
-
-
-@pytest.fixture
-def open_pg_store(postgresql_database: str) -> Iterator[Factory]:
-    """Like `open_store`, on PostgreSQL only: for what only a server backend allows."""
-    yield from _stores(postgresql_database)
 
 
 def event(

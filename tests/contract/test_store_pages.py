@@ -15,8 +15,8 @@ from typing import Any
 import databases
 import psycopg
 import pytest
+from databases import Factory, real_databases
 
-from engine.bootstrap import open_store as open_backend
 from engine.core.paging import EventQuery, JournalQuery, ProposalQuery, RunQuery
 from engine.core.records import (
     EventRecord,
@@ -26,36 +26,13 @@ from engine.core.records import (
     ProposalRecord,
     RunRecord,
 )
-from engine.store.memory import MemoryDatabase, MemoryStore
 from engine.store.ports import Store, Tx
 from engine.store.queries import migrations, queries
 from engine.store.sqltx import EVENT_FILTERS, JOURNAL_FILTERS, PROPOSAL_FILTERS, RUN_FILTERS
 
-Factory = Callable[[], Store]
-real_databases = pytest.mark.parametrize("store_database", databases.BACKENDS, indirect=True)
-
 LOOPS = ("nightly", "repair", None)
 ACTORS = ("auto", "operator:alice", "operator:bob")
 STATES = ("queued", "succeeded", "failed")
-
-
-@pytest.fixture
-def open_store(store_database: str) -> Iterator[Factory]:
-    """Opens stores on the database under test."""
-    opened: list[Store] = []
-    memory = MemoryDatabase()
-
-    def factory() -> Store:
-        if store_database == databases.MEMORY:
-            store: Store = MemoryStore(memory)
-        else:
-            store = open_backend(store_database)
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
 
 
 def at(minute: int) -> str:

@@ -6,34 +6,11 @@ pages newest first that give every item once."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
 
-import databases
 import pytest
+from databases import Factory
 
-from engine.bootstrap import open_store as open_backend
 from engine.core.work import WorkItem, WorkQuery
-from engine.store.memory import MemoryDatabase, MemoryStore
-from engine.store.ports import Store
-
-Factory = Callable[[], Store]
-
-
-@pytest.fixture
-def open_store(store_database: str) -> Iterator[Factory]:
-    """Opens stores on one database; each call is another connection."""
-    opened: list[Store] = []
-    memory = MemoryDatabase()
-
-    def factory() -> Store:
-        db = store_database
-        store = MemoryStore(memory) if db == databases.MEMORY else open_backend(db)
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
 
 
 def at(minute: int) -> str:

@@ -6,39 +6,14 @@ and migration 011 rewrites the stored ticks of a database an older engine left."
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 
 import databases
-import pytest
+from databases import Factory, real_databases
 
-from engine.bootstrap import open_store as open_backend
 from engine.core.records import EventRecord
 from engine.core.states import EventSource
-from engine.store.memory import MemoryDatabase, MemoryStore
-from engine.store.ports import Store
 
-Factory = Callable[[], Store]
-real_databases = pytest.mark.parametrize("store_database", databases.BACKENDS, indirect=True)
 T = "2026-11-30T10:00:00.000000Z"
-
-
-@pytest.fixture
-def open_store(store_database: str) -> Iterator[Factory]:
-    """Opens stores on the database under test."""
-    opened: list[Store] = []
-    memory = MemoryDatabase()
-
-    def factory() -> Store:
-        if store_database == databases.MEMORY:
-            store: Store = MemoryStore(memory)
-        else:
-            store = open_backend(store_database)
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
 
 
 def event(event_id: str, source: str, admitted_by: str, loop: str | None) -> EventRecord:
