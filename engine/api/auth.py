@@ -7,7 +7,12 @@ from __future__ import annotations
 import ipaddress
 
 from engine.api.settings import OperatorTokens
-from engine.core.decisions import Actor, operator_actor, operator_name_problem
+from engine.core.decisions import (
+    Actor,
+    controller_actor,
+    operator_actor,
+    operator_name_problem,
+)
 from engine.errors import BadRequest, Forbidden, Unauthorized
 
 OPERATOR_HEADER = "X-Engine-Operator"
@@ -37,6 +42,30 @@ def operator_from(tokens: OperatorTokens, authorization: str | None) -> str:
     if name is None:
         raise Unauthorized("the operator token is not recognised", reason="bad_token")
     return operator_actor(name)
+
+
+def work_principal(
+    operators: OperatorTokens, controllers: OperatorTokens, authorization: str | None
+) -> str:
+    """Who may act on work as its controller: `controller:<name>` for a controller's
+    token, `operator:<name>` for an operator's (a person taking the work over)."""
+    token = bearer_token(authorization)
+    name = controllers.identify(token) if token is not None and controllers else None
+    if name is not None:
+        return controller_actor(name)
+    if not operators and not controllers:
+        raise Unauthorized(
+            "work routes are closed: no ENGINE_OPERATOR_TOKEN or ENGINE_CONTROLLER_TOKEN",
+            reason="no_token_configured",
+        )
+    if token is None:
+        raise Unauthorized(
+            "a controller's or an operator's token is required (Authorization: Bearer <token>)",
+            reason="missing_token",
+        )
+    if not operators:
+        raise Unauthorized("the token is not recognised", reason="bad_token")
+    return operator_from(operators, authorization)
 
 
 def is_loopback(remote: str | None) -> bool:

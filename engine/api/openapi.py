@@ -26,6 +26,7 @@ from engine.api import query, schema
 from engine.api.bodies import MAX_BATCH
 from engine.api.routes.operate import ApproveBody, CancelBody, DecideFindingBody, RejectBody
 from engine.api.routes.schedules import PauseBody, ResumeBody
+from engine.api.routes.work import ContinueWorkBody, MoveWorkBody, OpenWorkBody
 from engine.core.envelope import Envelope
 
 REF = "#/components/schemas/{model}"
@@ -190,6 +191,42 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("POST", "/schedules/{loop}/trigger"): Operation(
         "Run a loop now", {202: schema.Admission}, (404, 409)
     ),
+    ("GET", "/work"): Operation(
+        "Work items, newest first, a page at a time", {200: schema.WorkPage}
+    ),
+    ("POST", "/work"): Operation(
+        "Open work, or answer the live item that holds its semantic key",
+        {200: schema.OpenedWork, 201: schema.OpenedWork},
+        (*_BODY, 413, 422),
+        OpenWorkBody,
+    ),
+    ("GET", "/work/{id}"): Operation(
+        "One work item (an operator's or a controller's token)", {200: schema.OneWork}, _ID
+    ),
+    ("POST", "/work/{id}/continue"): Operation(
+        "Claim or renew the controller lease (the token's principal owns it)",
+        {200: schema.OneWork},
+        (404, 409, *_BODY),
+        ContinueWorkBody,
+    ),
+    ("POST", "/work/{id}/complete"): Operation(
+        "The work is done (a controller's or an operator's token)",
+        {200: schema.OneWork},
+        (404, 409, *_BODY),
+        MoveWorkBody,
+    ),
+    ("POST", "/work/{id}/block"): Operation(
+        "The work waits on something outside it",
+        {200: schema.OneWork},
+        (404, 409, *_BODY),
+        MoveWorkBody,
+    ),
+    ("POST", "/work/{id}/reopen"): Operation(
+        "Back to open, the lease dropped", {200: schema.OneWork}, (404, 409, *_BODY), MoveWorkBody
+    ),
+    ("POST", "/work/{id}/cancel"): Operation(
+        "The work will not be done", {200: schema.OneWork}, (404, 409, *_BODY), MoveWorkBody
+    ),
 }
 
 # Answers that touch no database, so never a 503.
@@ -253,6 +290,9 @@ _BODIES: tuple[type[BaseModel], ...] = (
     DecideFindingBody,
     PauseBody,
     ResumeBody,
+    OpenWorkBody,
+    MoveWorkBody,
+    ContinueWorkBody,
     Envelope,
 )
 

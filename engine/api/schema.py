@@ -132,6 +132,52 @@ class OneFinding(BaseModel):
     finding: Finding  # type: ignore[valid-type]
 
 
+class WorkLease(BaseModel):
+    """A work item's controller lease: who holds it, for which session, until when
+    (all null when none does)."""
+
+    model_config = _CLOSED
+    owner: str | None
+    session: str | None
+    expiresAt: str | None
+
+
+class Work(BaseModel):
+    """A work item (docs/work.md): a finite objective, its state and its lease."""
+
+    model_config = _CLOSED
+    workId: str
+    semanticKey: str
+    title: str
+    state: Literal["open", "active", "blocked", "completed", "cancelled"]
+    repo: str | None
+    context: dict[str, Any] = Field(description="{summary, links}: at most 64 KB")
+    createdBy: str
+    createdAt: str
+    updatedAt: str
+    version: int
+    lease: WorkLease
+
+
+class WorkPage(BaseModel):
+    model_config = _CLOSED
+    work: list[Work]
+    next: str | None = Field(description="the cursor of the older page; null at the end")
+
+
+class OneWork(BaseModel):
+    model_config = _CLOSED
+    work: Work
+
+
+class OpenedWork(BaseModel):
+    """`created`: false when the key's live item answered (existing work first)."""
+
+    model_config = _CLOSED
+    work: Work
+    created: bool
+
+
 class Admission(BaseModel):
     """An envelope's admission: new (`admitted`) or a `duplicate` of one kept."""
 

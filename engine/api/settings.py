@@ -18,6 +18,10 @@ MIB = 1024 * 1024
 
 EVENT_SECRET_ENV = "ENGINE_EVENT_SECRET"
 OPERATOR_TOKEN_ENV = "ENGINE_OPERATOR_TOKEN"
+# The controllers' own tokens (docs/work.md#waking-the-controller), `name:token` pairs
+# like the operators': a controller proves `controller:<name>` with one, and may only
+# read, continue, block and complete work.
+CONTROLLER_TOKEN_ENV = "ENGINE_CONTROLLER_TOKEN"
 GITHUB_SECRET_ENV = "ENGINE_GITHUB_WEBHOOK_SECRET"
 GITHUB_BODY_LIMIT = 25 * MIB  # GitHub caps a delivery at 25 MB; read no more than that
 
@@ -98,6 +102,7 @@ class Settings:
     event_secret: bytes | None = None
     github_secrets: tuple[bytes, ...] = field(default=(), repr=False)  # any one verifies
     operators: OperatorTokens = field(default_factory=OperatorTokens)
+    controllers: OperatorTokens = field(default_factory=OperatorTokens)
     body_limit: int = MIB  # bytes; a route may raise it (GitHub intake: 25 MB)
     github_body_limit: int = GITHUB_BODY_LIMIT
     staleness_seconds: int = 300  # signed timestamps this far off either way are refused
@@ -124,5 +129,6 @@ class Settings:
             event_secret=secret.encode() if secret else None,
             github_secrets=parse_secrets(env.get(GITHUB_SECRET_ENV, "")),
             operators=tokens,
+            controllers=parse_tokens(env.get(CONTROLLER_TOKEN_ENV, ""), CONTROLLER_TOKEN_ENV),
         )
         return replace(settings, **overrides)

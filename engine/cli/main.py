@@ -48,6 +48,7 @@ COMMANDS = {
     "stats": "engine.cli.stats",
     "demo": "engine.cli.demo",
     "replay": "engine.cli.replay",
+    "work": "engine.cli.work",
 }
 
 DESCRIPTION = """\

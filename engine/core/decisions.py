@@ -73,6 +73,7 @@ class Entity(StrEnum):
     RUN = "run"
     LOOP = "loop"
     FINDING = "finding"
+    WORK = "work"
 
 
 class JournalAction(StrEnum):
@@ -124,6 +125,11 @@ class JournalAction(StrEnum):
     SEEN_AGAIN = "seen_again"
     PROMOTED = "promoted"
     DISMISSED = "dismissed"
+    EXISTING_WORK = "existing_work"  # work: opening a key a live item holds answers it
+    CONTINUED = "continued"  # work: a controller claimed (or renewed) the lease
+    BLOCKED = "blocked"
+    REOPENED = "reopened"
+    COMPLETED = "completed"
 
 
 # The fixed actors' names: never an operator's name, so `operator:schedule` cannot be
@@ -145,6 +151,11 @@ def operator_name_problem(name: str) -> str | None:
 
 def operator_actor(name: str) -> str:
     return f"operator:{name}"
+
+
+def controller_actor(name: str) -> str:
+    """A controller that proved itself with its own token (docs/work.md)."""
+    return f"controller:{name}"
 
 
 def is_human(actor: str) -> bool:

@@ -28,6 +28,7 @@ from engine.core.records import (
     RunRecord,
 )
 from engine.core.states import FindingStatus, ProposalState
+from engine.core.work import WorkItem, WorkQuery, WorkRequest, WorkTrigger
 from engine.errors import NotFound
 from engine.notify.config import Notifying
 from engine.service import (
@@ -44,6 +45,7 @@ from engine.service import (
     review,
     runs,
     schedules,
+    work,
 )
 from engine.service import doctor as checks
 from engine.service.admission import Admission
@@ -171,6 +173,25 @@ class Service:
 
     def shadow_report(self, loop: str, since: str = "") -> dict[str, Any]:
         return findings.shadow_report(self.rt, loop, since)
+
+    # ---- work items (docs/work.md) ---------------------------------------------------
+
+    def add_work(self, req: WorkRequest, actor: str) -> tuple[WorkItem, bool]:
+        return work.add(self.rt, req, actor)
+
+    def work_page(self, query: WorkQuery, limit: int = 50) -> Page[WorkItem]:
+        return work.items(self.rt, query, limit)
+
+    def work_item(self, work_id: str) -> WorkItem:
+        return work.item(self.rt, work_id)
+
+    def move_work(self, work_id: str, trigger: WorkTrigger, actor: str, note: str = "") -> WorkItem:
+        return work.transition(self.rt, work_id, trigger, actor, note)
+
+    def continue_work(
+        self, work_id: str, principal: str, session: str, ttl: timedelta, note: str = ""
+    ) -> WorkItem:
+        return work.claim_lease(self.rt, work_id, principal, session, ttl, note)
 
     # ---- workers ------------------------------------------------------------------
     def claim(self, worker: str, lease_seconds: float) -> RunRecord | None:

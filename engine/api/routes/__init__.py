@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.api.routes import docs, github, inspect, intake, operate, schedules
+from engine.api.routes import docs, github, inspect, intake, operate, schedules, work
 
 ROUTES = (
     intake.routes,
@@ -10,6 +10,7 @@ ROUTES = (
     operate.routes,
     inspect.routes,
     schedules.routes,
+    work.routes,
     docs.routes,
 )
 

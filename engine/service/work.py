@@ -1,0 +1,170 @@
+"""Work items as the operator, a controller and the rules meet them (docs/work.md):
+open (existing work first), list, show, continue (a controller claims the lease),
+block, reopen, complete and cancel, each journaled with the actor the request proved.
+
+Every operation reads the item, decides with the pure machine of engine.core.work and
+writes the result as a compare-and-set on the version it read, in one transaction with
+its journal entry: two writers racing one item never both win, and the loser is told
+(409) rather than silently overwritten. Two writers opening one semantic key at once
+both answer the one item the store kept."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from engine.core.decisions import Entity, JournalAction
+from engine.core.ids import stable_id
+from engine.core.paging import Page, page_limit, run_cursor_text
+from engine.core.work import (
+    DEFAULT_LEASE,
+    WorkItem,
+    WorkQuery,
+    WorkRequest,
+    WorkTrigger,
+    claim,
+    move,
+    open_work,
+)
+from engine.errors import Conflict, NotFound
+from engine.service.context import Runtime
+from engine.store.ports import Tx
+
+# What each trigger journals.
+ACTIONS: dict[WorkTrigger, str] = {
+    WorkTrigger.CONTINUE: JournalAction.CONTINUED,
+    WorkTrigger.BLOCK: JournalAction.BLOCKED,
+    WorkTrigger.REOPEN: JournalAction.REOPENED,
+    WorkTrigger.COMPLETE: JournalAction.COMPLETED,
+    WorkTrigger.CANCEL: JournalAction.CANCELLED,
+}
+
+
+def work_id_for(req: WorkRequest, at: str) -> str:
+    """A new item's id: its semantic key and the instant it was opened, so the same key
+    opened again after its item ended gets another id."""
+    return stable_id("work", f"{req.semantic_key}\n{at}")
+
+
+def add(rt: Runtime, req: WorkRequest, actor: str) -> tuple[WorkItem, bool]:
+    """The item answering `req` and whether it is new: a non-terminal item holding the
+    key is answered as it is (journaled `existing_work`), never a second one."""
+    with rt.store.write() as tx:
+        return add_in(rt, tx, req, actor)
+
+
+def add_in(rt: Runtime, tx: Tx, req: WorkRequest, actor: str) -> tuple[WorkItem, bool]:
+    """`add` inside the caller's transaction (a `work.open` event's admission)."""
+    at = rt.now()
+    existing = tx.live_work_by_key(req.semantic_key)
+    item, created = open_work(existing, req, work_id_for(req, at), actor, at)
+    if created and not tx.insert_work(item):
+        # Another writer opened the key between the read and the insert (or the id
+        # exists): the one the store kept is the answer.
+        kept = tx.live_work_by_key(req.semantic_key) or tx.get_work(item.work_id)
+        if kept is None:
+            raise Conflict(f"work '{item.work_id}' could not be opened", reason="work_conflict")
+        item, created = kept, False
+    action = JournalAction.OPENED if created else JournalAction.EXISTING_WORK
+    rt.journal(
+        tx,
+        Entity.WORK,
+        item.work_id,
+        action,
+        actor,
+        to_state=item.state,
+        at=at,
+        data={"key": item.semantic_key, "repo": item.repo},
+    )
+    return item, created
+
+
+def items(rt: Runtime, query: WorkQuery, limit: int = 50) -> Page[WorkItem]:
+    """A page of items, newest first; `next` asks for the older ones (the runs' kind
+    of cursor, of (created_at, work_id)), None at the end."""
+    with rt.store.read() as tx:
+        found = tx.page_work(query, page_limit(limit) + 1)
+    shown = found[:limit]
+    last = shown[-1] if shown else None
+    more = len(found) > limit and last is not None
+    return Page(shown, run_cursor_text(last.created_at, last.work_id) if more and last else None)
+
+
+def item(rt: Runtime, work_id: str) -> WorkItem:
+    with rt.store.read() as tx:
+        found = tx.get_work(work_id)
+    if found is None:
+        raise NotFound(f"no work item '{work_id}'", reason="no_work")
+    return found
+
+
+def transition(
+    rt: Runtime, work_id: str, trigger: WorkTrigger, actor: str, note: str = ""
+) -> WorkItem:
+    """Move an item by `trigger` (block, reopen, complete, cancel): 409
+    `illegal_transition` from a state the machine does not leave that way."""
+    if trigger == WorkTrigger.CONTINUE:
+        raise ValueError("continue takes a lease: use claim_lease")
+    with rt.store.write() as tx:
+        found = _read(tx, work_id)
+        at = rt.now()
+        return _write(rt, tx, found, move(found, trigger, at), trigger, actor, note, at)
+
+
+def claim_lease(
+    rt: Runtime,
+    work_id: str,
+    principal: str,
+    session: str,
+    ttl: timedelta = DEFAULT_LEASE,
+    note: str = "",
+) -> WorkItem:
+    """`continue`: the authenticated `principal` takes (or renews) the controller lease
+    for `session`; 409 `lease_held` while another principal's lease is live."""
+    with rt.store.write() as tx:
+        found = _read(tx, work_id)
+        now = rt.clock()
+        claimed = claim(found, principal, session, now, ttl)
+        return _write(
+            rt, tx, found, claimed, WorkTrigger.CONTINUE, principal, note, claimed.updated_at
+        )
+
+
+def _read(tx: Tx, work_id: str) -> WorkItem:
+    found = tx.get_work(work_id)
+    if found is None:
+        raise NotFound(f"no work item '{work_id}'", reason="no_work")
+    return found
+
+
+def _write(
+    rt: Runtime,
+    tx: Tx,
+    before: WorkItem,
+    after: WorkItem,
+    trigger: WorkTrigger,
+    actor: str,
+    note: str,
+    at: str,
+) -> WorkItem:
+    if not tx.update_work(after, before.version):
+        raise Conflict(
+            f"work '{before.work_id}' changed while this request read it; read it again",
+            reason="work_changed",
+        )
+    data: dict[str, Any] = {"key": after.semantic_key}
+    if trigger == WorkTrigger.CONTINUE:
+        data.update(session=after.lease_session, expires=after.lease_expires_at)
+    rt.journal(
+        tx,
+        Entity.WORK,
+        after.work_id,
+        ACTIONS[trigger],
+        actor,
+        from_state=before.state,
+        to_state=after.state,
+        note=note,
+        at=at,
+        data=data,
+    )
+    return after
