@@ -18,7 +18,7 @@ MIB = 1024 * 1024
 
 EVENT_SECRET_ENV = "ENGINE_EVENT_SECRET"
 OPERATOR_TOKEN_ENV = "ENGINE_OPERATOR_TOKEN"
-# The controllers' own tokens (docs/work.md#waking-the-controller), `name:token` pairs
+# The controllers' own tokens (docs/work.md#over-http), `name:token` pairs
 # like the operators': a controller proves `controller:<name>` with one, and may only
 # read, continue, block and complete work.
 CONTROLLER_TOKEN_ENV = "ENGINE_CONTROLLER_TOKEN"

@@ -115,7 +115,7 @@ def is_terminal(state: str) -> bool:
 def context_document(summary: str, links: tuple[str, ...]) -> dict[str, Any]:
     """The context document of a work item: its summary and links, refused (413,
     reason `context_too_large`) beyond MAX_CONTEXT_BYTES."""
-    doc: dict[str, Any] = {"summary": summary, "links": list(links)}
+    doc: dict[str, Any] = {"links": list(links), "summary": summary}  # as stored: sorted
     size = len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode())
     if size > MAX_CONTEXT_BYTES:
         raise PayloadTooLarge(

@@ -40,10 +40,15 @@ ACTIONS: dict[WorkTrigger, str] = {
 }
 
 
-def work_id_for(req: WorkRequest, at: str) -> str:
-    """A new item's id: its semantic key and the instant it was opened, so the same key
-    opened again after its item ended gets another id."""
-    return stable_id("work", f"{req.semantic_key}\n{at}")
+# Items of one key ever opened, read to number the next one (a key holds a handful).
+MAX_GENERATIONS = 10_000
+
+
+def work_id_for(semantic_key: str, generation: int) -> str:
+    """The id of the `generation`-th item (1, 2, ...) ever opened for a key: the same
+    on every machine and in every replay, and another once the key's item ended and
+    the key is opened again."""
+    return stable_id("work", f"{semantic_key}\n{generation}")
 
 
 def add(rt: Runtime, req: WorkRequest, actor: str) -> tuple[WorkItem, bool]:
@@ -57,7 +62,12 @@ def add_in(rt: Runtime, tx: Tx, req: WorkRequest, actor: str) -> tuple[WorkItem,
     """`add` inside the caller's transaction (a `work.open` event's admission)."""
     at = rt.now()
     existing = tx.live_work_by_key(req.semantic_key)
-    item, created = open_work(existing, req, work_id_for(req, at), actor, at)
+    if existing is None:
+        generation = 1 + len(tx.page_work(WorkQuery(key=req.semantic_key), MAX_GENERATIONS))
+        work_id = work_id_for(req.semantic_key, generation)
+    else:
+        work_id = existing.work_id
+    item, created = open_work(existing, req, work_id, actor, at)
     if created and not tx.insert_work(item):
         # Another writer opened the key between the read and the insert (or the id
         # exists): the one the store kept is the answer.

@@ -385,6 +385,7 @@ def free_port() -> int:
 
 SERVE_ENV = {
     "ENGINE_OPERATOR_TOKEN": "alice:t",
+    "ENGINE_CONTROLLER_TOKEN": "agent:a",
     "ENGINE_TOKEN": "t",
     "ENGINE_EVENT_SECRET": "s3cret",
     "ENGINE_GITHUB_WEBHOOK_SECRET": "It's a Secret to Everybody",
