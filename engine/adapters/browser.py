@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -130,14 +131,26 @@ class Chromium:
         """One run of `spec` in a fresh context of this browser."""
         if self._browser is None:
             raise RuntimeError("Chromium.probe outside its `with` block")
+        from playwright.sync_api import Error
+
         gate = _Gate(spec, time.monotonic() + spec.timeout_seconds)
-        context = self._browser.new_context(service_workers="block", accept_downloads=False)
         try:
+            context = self._browser.new_context(service_workers="block", accept_downloads=False)
             context.route("**/*", gate.request)
             context.route_web_socket(lambda url: True, gate.socket)
-            return _Visit(spec, now, gate, context.new_page()).run()
+            page = context.new_page()
+        except Error as err:  # the browser is gone (crashed, or killed)
+            return BrowserObservation(
+                spec.probe,
+                now,
+                failure=BrowserFailure.UNAVAILABLE,
+                diagnostic=bounded(f"Chromium did not open a page: {_first_line(err)}"),
+            )
+        try:
+            return _Visit(spec, now, gate, page).run()
         finally:
-            context.close()
+            with suppress(Error):
+                context.close()
 
 
 @dataclass
@@ -153,6 +166,9 @@ class _Gate:
 
     def left_ms(self) -> float:
         return max(1.0, (self.deadline - time.monotonic()) * 1000)
+
+    def late(self) -> bool:
+        return time.monotonic() >= self.deadline
 
     def request(self, route: Route, request: Request) -> None:
         if not allows(self.spec.allow, request.url):
@@ -229,6 +245,8 @@ class _Visit:
         except TimeoutError:
             return self._failed(BrowserFailure.TIMEOUT, self._late())
         except Error as err:
+            if self.gate.late():  # the gate's own fetch ran out of time first
+                return self._failed(BrowserFailure.TIMEOUT, self._late())
             return self._failed(BrowserFailure.NAVIGATION_FAILED, _first_line(err))
 
     def _open(self, url: str, hops: int) -> BrowserObservation:

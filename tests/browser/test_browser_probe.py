@@ -6,6 +6,7 @@ context per probe run."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -86,6 +87,10 @@ def allowed_app(site: Site) -> web.Application:
     async def bare(_: web.Request) -> web.Response:
         return page("<div>No main element here</div>")
 
+    async def slow(_: web.Request) -> web.Response:
+        await asyncio.sleep(2.5)
+        return page("<main>late</main>")
+
     app = web.Application()
     for path, handler in {
         "/status/changing": changing,
@@ -97,6 +102,7 @@ def allowed_app(site: Site) -> web.Application:
         "/status/away": away,
         "/status/sso": sso,
         "/status/bare": bare,
+        "/status/slow": slow,
     }.items():
         app.router.add_get(path, handler)
     return app
@@ -202,6 +208,13 @@ def test_a_missing_selector_is_a_typed_failure(site: Site, chromium: Chromium) -
     assert seen.diagnostic is not None and "'main'" in seen.diagnostic
 
 
+def test_a_page_slower_than_the_timeout_is_a_timeout(site: Site, chromium: Chromium) -> None:
+    """A page that does not answer within the probe's timeout fails as `timeout`."""
+    seen = observe(chromium, site.spec("/status/slow", timeout_seconds=1))
+    assert seen.failure is BrowserFailure.TIMEOUT and seen.projection is None
+    assert seen.diagnostic == f"{site.base}/status/slow did not load within 1s"
+
+
 def test_without_playwright_the_probe_fails_in_one_line(
     site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -210,3 +223,14 @@ def test_without_playwright_the_probe_fails_in_one_line(
     monkeypatch.setitem(sys.modules, "playwright.sync_api", None)
     seen = run_browser_probe(site.spec("/status/changing"), NOW)
     assert (seen.failure, seen.diagnostic) == (BrowserFailure.UNAVAILABLE, NEEDS_PLAYWRIGHT)
+
+
+def test_without_chromium_the_probe_fails_in_one_line(
+    site: Site, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """ENGINE_CHROMIUM naming no browser makes the observation `unavailable`, saying
+    where it looked."""
+    monkeypatch.setenv("ENGINE_CHROMIUM", str(tmp_path / "chromium"))
+    seen = run_browser_probe(site.spec("/status/changing"), NOW)
+    assert seen.failure is BrowserFailure.UNAVAILABLE
+    assert seen.diagnostic == f"no Chromium at {tmp_path / 'chromium'} (set ENGINE_CHROMIUM)"
