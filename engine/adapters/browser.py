@@ -8,7 +8,8 @@ aborted before it leaves the browser. Chromium follows redirects inside its netw
 stack, where Playwright cannot stop them, so the gate fetches each allowed request
 itself without following redirects: a redirect of the page is opened as a new
 navigation (held to the list again), a redirect of anything else is followed hop by
-hop, each hop checked, and the last answer handed to the page.
+hop, each hop checked, and the last answer handed to the page. Images, media and fonts
+are never loaded: the text does not need them.
 
 Playwright's sync API is used: call `run_browser_probe` (or `Chromium.probe`) from a
 thread without a running asyncio loop, as the probe pool's threads are. Chromium is
@@ -54,6 +55,8 @@ CHROMIUM = "/usr/bin/chromium"
 NEEDS_PLAYWRIGHT = "the browser probe needs Playwright: pip install 'engine[browser]'"
 MAX_HOPS = 10  # redirects one request may follow
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+# What a probe never loads: its text does not need them (and they are the largest).
+_UNREAD = frozenset({"image", "media", "font"})
 _TEXT = "(node, most) => (node.innerText || node.textContent || '').slice(0, most)"
 _BODY = "(most) => document.body ? (document.body.innerText || '').slice(0, most) : ''"
 
@@ -175,9 +178,11 @@ class _Gate:
             self._block(request.url)
             if self._is_page(request):
                 self.refused = request.url
-            route.abort("blockedbyclient")
-            return
-        self._fetch(route, request)
+            _abort(route, "blockedbyclient")
+        elif request.resource_type in _UNREAD:
+            _abort(route, "blockedbyclient")
+        else:
+            self._fetch(route, request)
 
     def socket(self, socket: WebSocketRoute) -> None:
         if allows(self.spec.allow, socket.url):
@@ -200,25 +205,27 @@ class _Gate:
                 url = urljoin(url, target)
                 if self._is_page(request):  # opened again by the visit, through this gate
                     self.redirect = url
-                    route.abort("aborted")
+                    _abort(route, "aborted")
                     return
                 if not allows(self.spec.allow, url):
                     self._block(url)
-                    route.abort("blockedbyclient")
+                    _abort(route, "blockedbyclient")
                     return
                 response = route.fetch(url=url, max_redirects=0, timeout=self.left_ms())
-            route.abort("failed")  # more hops than MAX_HOPS
+            _abort(route, "failed")  # more hops than MAX_HOPS
         except Error:
-            route.abort("failed")
+            _abort(route, "failed")
 
     def _is_page(self, request: Request) -> bool:
+        from playwright.sync_api import Error
+
         try:
             return (
                 request.is_navigation_request()
                 and self.page is not None
                 and request.frame == self.page.main_frame
             )
-        except Exception:  # a request of no frame (a worker's): not the page's
+        except Error:  # a request of no frame (a worker's): not the page's
             return False
 
     def _block(self, url: str) -> None:
@@ -343,6 +350,14 @@ class _Visit:
 
     def _late(self) -> str:
         return f"{bounded(self.spec.url, 200)} did not load within {self.spec.timeout_seconds}s"
+
+
+def _abort(route: Route, reason: str) -> None:
+    """Abort `route`; a route whose page has gone already is aborted."""
+    from playwright.sync_api import Error
+
+    with suppress(Error):
+        route.abort(reason)
 
 
 def _first_line(err: Any) -> str:

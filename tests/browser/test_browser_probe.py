@@ -47,6 +47,7 @@ class Site:
     state: dict[str, str] = field(default_factory=lambda: {"status": "All systems operational"})
     minutes: list[int] = field(default_factory=lambda: [1])
     reached: list[str] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)
 
     def spec(self, path: str, **changes: object) -> BrowserSpec:
         allow = (parse_target(f"{self.base}/status"), parse_target(f"{self.base}/login"))
@@ -71,12 +72,17 @@ def allowed_app(site: Site) -> web.Application:
         return page("<form><label>Token <input name=t></label><button>Sign in</button></form>")
 
     async def embeds(_: web.Request) -> web.Response:
-        img = f'<img src="{site.elsewhere}/pixel.png"><img src="/status/hop.png">'
+        img = f'<img src="{site.elsewhere}/pixel.png"><img src="/status/logo.png">'
         script = f'<script>fetch("{site.elsewhere}/beacon").catch(() => null)</script>'
-        return page(f"<main><p>Operational</p>{img}</main>{script}")
+        hop = '<script src="/status/hop.js"></script>'
+        return page(f"<main><p>Operational</p>{img}</main>{script}{hop}")
+
+    async def logo(_: web.Request) -> web.Response:
+        site.images.append("/status/logo.png")
+        return web.Response(body=b"GIF89a", content_type="image/gif")
 
     async def hop(_: web.Request) -> web.Response:
-        raise web.HTTPFound(f"{site.elsewhere}/tracker.png")
+        raise web.HTTPFound(f"{site.elsewhere}/tracker.js")
 
     async def away(_: web.Request) -> web.Response:
         raise web.HTTPFound(f"{site.elsewhere}/status/moved")
@@ -98,7 +104,8 @@ def allowed_app(site: Site) -> web.Application:
         "/status/private": private,
         "/login": login,
         "/status/embeds": embeds,
-        "/status/hop.png": hop,
+        "/status/logo.png": logo,
+        "/status/hop.js": hop,
         "/status/away": away,
         "/status/sso": sso,
         "/status/bare": bare,
@@ -186,14 +193,16 @@ def test_a_redirect_to_a_login_url_off_the_allowlist_is_login_required_and_never
 def test_subresources_and_redirects_off_the_allowlist_are_blocked(
     site: Site, chromium: Chromium
 ) -> None:
-    """An image, a fetch, and an allowed image that redirects elsewhere never reach
+    """An image, a fetch, and an allowed script that redirects elsewhere never reach
     the other site; the page itself still loads and is fingerprinted, and the refused
-    URLs are named. The page's own redirect elsewhere is navigation_blocked."""
+    URLs are named. The page's own redirect elsewhere is navigation_blocked. Images are
+    not loaded even from the allowed site."""
     before = len(site.reached)
     seen = observe(chromium, site.spec("/status/embeds"))
     assert seen.failure is None and seen.projection is not None
     assert seen.projection.text == "Operational"
-    assert {f"{site.elsewhere}/pixel.png", f"{site.elsewhere}/tracker.png"} <= set(seen.blocked)
+    assert {f"{site.elsewhere}/pixel.png", f"{site.elsewhere}/tracker.js"} <= set(seen.blocked)
+    assert site.images == []
     moved = observe(chromium, site.spec("/status/away"))
     assert moved.failure is BrowserFailure.NAVIGATION_BLOCKED
     assert moved.blocked == (f"{site.elsewhere}/status/moved",)
