@@ -80,6 +80,7 @@ CODES: dict[str, str] = {
     "E0907": "file is not UTF-8 text",
     "E0908": "YAML or JSON nested too deeply",
     "E0909": "YAML aliases expand too far",
+    "E0910": "browser probe URL outside its allowlist",
     # warnings: the rules load
     "W0901": "old spelling (loads for one release; engine fmt --write rewrites it)",
 }

@@ -24,6 +24,7 @@ from dsl.diagnostics import YAML_LINE_BREAK, Collector, Diagnostic, RulesError, 
 from dsl.model import RuleFile
 from engine import check_cache, files
 from engine.check_cache import CheckCache
+from engine.core.browsing import allows
 from engine.core.compiler import compile_rules, compile_with_clocks
 from engine.core.config import REPO_NAME_PATTERN, HostClock, HostTimer, OverlayEntry, RepoEntry
 from engine.core.inputs import Located, Tree
@@ -415,9 +416,29 @@ def load_probes(registry: Path, collector: Collector, fast: bool = False) -> lis
     out: list[Located[Probe]] = []
     for index, body in enumerate(section):
         probe = validate(Probe, body, file, body, collector)
-        if probe is not None:
+        if probe is not None and _on_its_allowlist(probe, file, body, collector):
             out.append(Located(probe, node_span(file, section, index), _key_spans(file, body)))
     return out
+
+
+def _on_its_allowlist(probe: Probe, file: str, body: Any, collector: Collector) -> bool:
+    """A browser probe's `url` is admitted by its own `allow` list (E0910 at the url
+    when not); every other probe is."""
+    if probe.browser is None:
+        return True
+    spec = probe.browser_spec
+    if allows(spec.allow, spec.url):
+        return True
+    block = body["browser"]
+    collector.error(
+        "E0910",
+        f"browser.url: '{spec.url}' is outside the allowlist of probe '{probe.id}'",
+        node_span(file, block, "url"),
+        "allow: "
+        + ", ".join(str(target) for target in spec.allow)
+        + "; add its scheme, host and path prefix, or correct the url",
+    )
+    return False
 
 
 def load_contracts(

@@ -383,6 +383,14 @@ class LoopCompiler(CompilerBase):
             )
             self.c.error("E0209", f"unknown probe '{name}'", at, hint)
             return
+        if probe.kind != "command":  # a watch's poll runs a command (engine.adapters.probe)
+            self.c.error(
+                "E0209",
+                f"probe '{name}' is a {probe.kind} probe; `watch` polls command probes",
+                at,
+                "a browser probe is opened by a browser_watch or browser_keepalive loop",
+            )
+            return
         for param_name, param in probe.params.items():
             if param_problem(param_name, param, loop.payload) is not None:
                 self.c.error(

@@ -17,6 +17,15 @@ from pydantic import (
     model_validator,
 )
 
+from engine.core.browsing import (
+    MAX_CHARS,
+    MAX_CHARS_MAX,
+    BrowserSpec,
+    LoginMarkers,
+    TargetError,
+    parse_target,
+    parse_url,
+)
 from engine.core.durations import DurationError, parse_duration
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]*$"
@@ -247,26 +256,131 @@ PROBE_TIMEOUT = "30s"
 PROBE_TIMEOUT_MAX = 600
 
 
+def _regexes(value: tuple[str, ...], what: str) -> tuple[str, ...]:
+    for pattern in value:
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            raise ValueError(f"{what} '{pattern}' is not a regex: {err}") from None
+    return value
+
+
+class Login(_Frozen):
+    """A browser probe's markers of "authentication required": URL patterns (regular
+    expressions searched in the URL the page ended at) and texts."""
+
+    urls: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
+
+    @field_validator("urls")
+    @classmethod
+    def _urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _regexes(value, "login url pattern")
+
+    @field_validator("texts")
+    @classmethod
+    def _texts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not text.strip() for text in value):
+            raise ValueError("a login text is a word or phrase, not blank")
+        return value
+
+
+class Browser(_Frozen):
+    """A browser probe's `browser:` block (engine.core.browsing): the page, the
+    allowlist every request of it is held to (`scheme://host[:port][/path-prefix]`),
+    the element whose text counts, how that text is reduced and bounded, and the login
+    markers. That `url` is on its own allowlist is checked by the loader (E0910)."""
+
+    allow: tuple[str, ...] = Field(min_length=1)
+    url: str
+    selector: str = Field(default="body", min_length=1)
+    include_terms: tuple[str, ...] = ()
+    ignore_patterns: tuple[str, ...] = ()
+    max_chars: Annotated[int, Field(ge=1, le=MAX_CHARS_MAX)] = MAX_CHARS
+    login: Login = Login()
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            try:
+                parse_target(entry)
+            except TargetError as err:
+                raise ValueError(str(err)) from None
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        try:
+            parse_url(value)
+        except TargetError as err:
+            raise ValueError(str(err)) from None
+        return value
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, value: str) -> str:
+        if "\n" in value or not value.strip():
+            raise ValueError("a selector is one line of CSS, e.g. main .incidents")
+        return value
+
+    @field_validator("include_terms")
+    @classmethod
+    def _terms(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not term.strip() for term in value):
+            raise ValueError("an include term is a word or phrase, not blank")
+        return value
+
+    @field_validator("ignore_patterns")
+    @classmethod
+    def _ignore(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _regexes(value, "ignore pattern")
+
+
 class Probe(_Frozen):
-    """A read-only observation a watch loop polls (registry/probes.yaml): a closed argv
-    template like a command definition's (typed params from the loop's static payload,
-    the `{python}` builtin, `env` names only), a required upper bound on its run time,
-    and the projection of its JSON stdout that counts: the `include` terms (dotted
-    paths, `[]` for every item of a list; none: the whole document) and the `ignore`
-    regular expressions cut from every string (engine.core.probes)."""
+    """A read-only observation a watch loop polls (registry/probes.yaml).
+
+    A `command` probe (the default kind) is a closed argv template like a command
+    definition's (typed params from the loop's static payload, the `{python}` builtin,
+    `env` names only), a required upper bound on its run time, and the projection of
+    its JSON stdout that counts: the `include` terms (dotted paths, `[]` for every item
+    of a list; none: the whole document) and the `ignore` regular expressions cut from
+    every string (engine.core.probes). A `browser` probe opens one page in headless
+    Chromium instead, as its `browser:` block says (engine.core.browsing)."""
 
     id: str = Field(pattern=NAME_PATTERN)
     description: str = ""
-    argv: tuple[str, ...] = Field(min_length=1)
+    kind: Literal["command", "browser"] = "command"
+    argv: tuple[str, ...] = ()
     params: dict[str, Param] = Field(default_factory=dict)
     env: tuple[str, ...] = ()
     timeout: str = PROBE_TIMEOUT
     include: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    browser: Browser | None = None
 
     @property
     def timeout_seconds(self) -> int:
         return parse_duration(self.timeout)
+
+    @property
+    def browser_spec(self) -> BrowserSpec:
+        """A browser probe's spec, what engine.adapters.browser runs."""
+        if self.browser is None:
+            raise TypeError(f"probe '{self.id}' is a {self.kind} probe, not a browser probe")
+        block = self.browser
+        return BrowserSpec(
+            probe=self.id,
+            url=block.url,
+            allow=tuple(parse_target(entry) for entry in block.allow),
+            selector=block.selector,
+            include_terms=block.include_terms,
+            ignore_patterns=block.ignore_patterns,
+            max_chars=block.max_chars,
+            timeout_seconds=self.timeout_seconds,
+            login=LoginMarkers(block.login.urls, block.login.texts),
+        )
 
     @field_validator("timeout")
     @classmethod
@@ -298,14 +412,31 @@ class Probe(_Frozen):
     @field_validator("ignore")
     @classmethod
     def _ignore(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as err:
-                raise ValueError(f"ignore pattern '{pattern}' is not a regex: {err}") from None
-        return value
+        return _regexes(value, "ignore pattern")
 
     @model_validator(mode="after")
+    def _kind(self) -> Probe:
+        if self.kind == "browser":
+            return self._browser_fields()
+        if self.browser is not None:
+            raise ValueError("a `browser:` block belongs to probes of `kind: browser`")
+        if not self.argv:
+            raise ValueError("a command probe needs an argv template")
+        return self._template()
+
+    def _browser_fields(self) -> Probe:
+        if self.browser is None:
+            raise ValueError("a browser probe needs a `browser:` block (allow, url, selector)")
+        given = [
+            name for name in ("argv", "params", "env", "include", "ignore") if getattr(self, name)
+        ]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} belong to command probes; a browser probe's projection "
+                "is its browser block's selector, include_terms and ignore_patterns"
+            )
+        return self
+
     def _template(self) -> Probe:
         for item in self.argv:
             _check_option_placeholder(item)

@@ -93,6 +93,19 @@ def test_an_unknown_probe_suggests_the_close_one(tmp_path: Path) -> None:
     assert diagnostic.hint == "did you mean 'status'?"
 
 
+def test_a_watch_never_polls_a_browser_probe(tmp_path: Path) -> None:
+    """`watch` runs a command probe's argv; naming a browser probe is E0209 at the
+    probe's name, not a poll that could never run."""
+    probes = (
+        "probes:\n  - id: status\n    kind: browser\n    browser:\n"
+        "      allow: [https://status.example.com]\n      url: https://status.example.com/\n"
+    )
+    rules = LOOP.replace('{ script: "/p.py", state: "/s.json" }', "{}")
+    ((name, line, col, code, message),) = diagnostics(tree(tmp_path, rules, probes))
+    assert (name, line, col, code) == ("t.rules", 3, 9, "E0209")
+    assert "is a browser probe" in message
+
+
 def test_a_watch_is_one_trigger_among_the_others(tmp_path: Path) -> None:
     """A loop with `every` and `watch` has two triggers (E0102 at the second)."""
     rules = LOOP.replace("  enabled", "  every 1h\n  enabled")
