@@ -23,6 +23,7 @@ from engine.core.ruleset import (
     Repo,
     Route,
 )
+from engine.core.work import COMMAND_TYPES
 
 LOOP_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 DEFINITION_REF = re.compile(r"^([a-z][a-z0-9-]*)@([0-9]+)$")
@@ -111,7 +112,9 @@ class CompilerBase:
         return False
 
     def _routed_type(self, name: str, span: Span) -> None:
-        if self._known_type(name, span) and name not in self.routed:
+        """A type emitted must be routed, but for the commands on work: planning itself
+        applies those (docs/work.md#work-from-events), a route is optional."""
+        if self._known_type(name, span) and name not in self.routed and name not in COMMAND_TYPES:
             self.c.error(
                 "E0504",
                 f"no route handles event type '{name}'",

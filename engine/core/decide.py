@@ -44,6 +44,7 @@ from engine.core.effects import (
     RecordFinding,
     Signal,
     Transition,
+    WorkCommand,
 )
 from engine.core.envelope import Envelope, iso, parse_iso
 from engine.core.ids import stable_id
@@ -95,6 +96,7 @@ from engine.core.states import (
 from engine.core.ticks import idempotency_key, manual_tick
 from engine.core.triage import Triage, TriageDecision, TriageSnapshot, default_decision, triage
 from engine.core.triggers import Conclusion, after_tick, dependents, event_tick, fired_by
+from engine.core.work import COMMAND_TYPES
 
 
 class Machines(Protocol):
@@ -215,6 +217,8 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
         if facts.decided:
             return tuple(out)  # another process planned it first
     out.extend(_fired(rules, event))
+    if event.type in COMMAND_TYPES:
+        out.append(WorkCommand(event.event_id, event.type, event.payload, event.admitted_by))
     loop = loop_of(event, event.admitted_by, rules)
     ident = identity(event, loop)
     existing = facts.existing

@@ -130,6 +130,7 @@ class JournalAction(StrEnum):
     BLOCKED = "blocked"
     REOPENED = "reopened"
     COMPLETED = "completed"
+    WORK_REFUSED = "work_refused"  # event: its command on work was refused
 
 
 # The fixed actors' names: never an operator's name, so `operator:schedule` cannot be

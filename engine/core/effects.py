@@ -163,6 +163,19 @@ class Outbox:
     actor: str
 
 
+@dataclass(frozen=True, slots=True)
+class WorkCommand:
+    """An admitted `work.open`, `work.complete` or `work.cancel` event's command on a
+    work item (docs/work.md#work-from-events), as the event's admitting actor; applied
+    with the work machine on the item the transaction reads, journaled on the item, or
+    `work_refused` on the event when the machine refuses it."""
+
+    event_id: str
+    command: str  # the event type
+    payload: dict[str, Any]
+    actor: str
+
+
 Effect: TypeAlias = (
     Journal
     | MarkPlanned
@@ -179,5 +192,6 @@ Effect: TypeAlias = (
     | PauseLoop
     | Admit
     | Outbox
+    | WorkCommand
 )
 Plan: TypeAlias = tuple[Effect, ...]

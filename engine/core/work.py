@@ -108,6 +108,27 @@ class WorkRequest:
     links: tuple[str, ...] = ()
 
 
+# The event types that carry a command on work (registry/event-types.yaml), and the
+# move each makes; `work.open` opens (existing work first).
+OPEN_TYPE: Final = "work.open"
+COMMAND_TYPES: Final[dict[str, WorkTrigger | None]] = {
+    OPEN_TYPE: None,
+    "work.complete": WorkTrigger.COMPLETE,
+    "work.cancel": WorkTrigger.CANCEL,
+}
+
+
+def request_of(payload: dict[str, Any]) -> WorkRequest:
+    """The `work.open` payload (registry/schemas/work-open.input.json) as a request."""
+    return WorkRequest(
+        str(payload["semanticKey"]),
+        str(payload["title"]),
+        payload.get("repo"),
+        str(payload.get("summary", "")),
+        tuple(str(link) for link in payload.get("links", ())),
+    )
+
+
 def is_terminal(state: str) -> bool:
     return state in TERMINAL
 

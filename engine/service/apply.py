@@ -25,10 +25,12 @@ from engine.core.effects import (
     RecordFinding,
     Signal,
     Transition,
+    WorkCommand,
 )
 from engine.core.records import JournalEntry, RunRecord
 from engine.core.states import RunState
 from engine.errors import Unprocessable
+from engine.service import work
 from engine.service.admission import admit_record, check
 from engine.service.context import Runtime
 from engine.store.ports import Tx
@@ -90,6 +92,8 @@ def _apply(rt: Runtime, tx: Tx, effect: Effect, at: str) -> None:
             _admit(rt, tx, effect, at)
         case Outbox(event, origin_run, actor):
             tx.enqueue_outbox(event, origin_run, actor, at)
+        case WorkCommand():
+            work.apply_command(rt, tx, effect, at)
 
 
 def queued(rt: Runtime, tx: Tx, effect: QueueRun, at: str) -> RunRecord:

@@ -14,9 +14,11 @@ from datetime import timedelta
 from typing import Any
 
 from engine.core.decisions import Entity, JournalAction
+from engine.core.effects import WorkCommand
 from engine.core.ids import stable_id
 from engine.core.paging import Page, page_limit, run_cursor_text
 from engine.core.work import (
+    COMMAND_TYPES,
     DEFAULT_LEASE,
     WorkItem,
     WorkQuery,
@@ -25,8 +27,9 @@ from engine.core.work import (
     claim,
     move,
     open_work,
+    request_of,
 )
-from engine.errors import Conflict, NotFound
+from engine.errors import Conflict, EngineError, NotFound
 from engine.service.context import Runtime
 from engine.store.ports import Tx
 
@@ -55,12 +58,11 @@ def add(rt: Runtime, req: WorkRequest, actor: str) -> tuple[WorkItem, bool]:
     """The item answering `req` and whether it is new: a non-terminal item holding the
     key is answered as it is (journaled `existing_work`), never a second one."""
     with rt.store.write() as tx:
-        return add_in(rt, tx, req, actor)
+        return add_in(rt, tx, req, actor, rt.now())
 
 
-def add_in(rt: Runtime, tx: Tx, req: WorkRequest, actor: str) -> tuple[WorkItem, bool]:
-    """`add` inside the caller's transaction (a `work.open` event's admission)."""
-    at = rt.now()
+def add_in(rt: Runtime, tx: Tx, req: WorkRequest, actor: str, at: str) -> tuple[WorkItem, bool]:
+    """`add` inside the caller's transaction, at `at`."""
     existing = tx.live_work_by_key(req.semantic_key)
     if existing is None:
         generation = 1 + len(tx.page_work(WorkQuery(key=req.semantic_key), MAX_GENERATIONS))
@@ -87,6 +89,46 @@ def add_in(rt: Runtime, tx: Tx, req: WorkRequest, actor: str) -> tuple[WorkItem,
         data={"key": item.semantic_key, "repo": item.repo},
     )
     return item, created
+
+
+def apply_command(rt: Runtime, tx: Tx, effect: WorkCommand, at: str) -> None:
+    """A `work.*` event's command (engine.core.effects.WorkCommand), in the planning
+    transaction: `work.open` opens (existing work first); `work.complete` and
+    `work.cancel` move the item the payload names (`workId`, else the live item of
+    `semanticKey`). What the machine refuses is journaled `work_refused` on the event
+    and changes nothing: an event is never un-admitted for it."""
+    try:
+        trigger = COMMAND_TYPES[effect.command]
+        if trigger is None:
+            add_in(rt, tx, request_of(effect.payload), effect.actor, at)
+            return
+        found = _named(tx, effect.payload)
+        moved = move(found, trigger, at)
+        _write(rt, tx, found, moved, trigger, effect.actor, str(effect.payload.get("note", "")), at)
+    except EngineError as err:
+        rt.journal(
+            tx,
+            Entity.EVENT,
+            effect.event_id,
+            JournalAction.WORK_REFUSED,
+            effect.actor,
+            at=at,
+            note=err.message,
+            data={
+                "type": effect.command,
+                **({"reason": r} if (r := err.details.get("reason")) else {}),
+            },
+        )
+
+
+def _named(tx: Tx, payload: dict[str, Any]) -> WorkItem:
+    work_id, key = payload.get("workId"), payload.get("semanticKey")
+    found = tx.get_work(str(work_id)) if work_id else None
+    if found is None and key and not work_id:
+        found = tx.live_work_by_key(str(key))
+    if found is None:
+        raise NotFound(f"no live work item {work_id or key!r}", reason="no_work")
+    return found
 
 
 def items(rt: Runtime, query: WorkQuery, limit: int = 50) -> Page[WorkItem]:

@@ -18,6 +18,7 @@ from engine.core.effects import (
     OpenOccurrence,
     Propose,
     QueueRun,
+    WorkCommand,
 )
 from engine.core.envelope import Envelope, iso
 from engine.core.records import EventRecord
@@ -156,3 +157,33 @@ def test_a_second_tick_of_one_window_folds() -> None:
         first.event_id,
         "duplicate_occurrence",
     )
+
+
+def test_a_work_event_plans_its_command_as_its_admitting_actor() -> None:
+    """An admitted `work.open` (docs/work.md#work-from-events) plans one WorkCommand
+    with its payload and the actor that admitted it, before its decision (a no-op
+    without a route); applied on the in-memory store, it opens the work."""
+    shipped = Path(__file__).resolve().parents[2]
+    rules = load_rules(Paths(shipped / "loops", shipped / "registry", TREE / "config"))
+    rt = Runtime(MemoryStore(), rules, Validators.build(rules), lambda: SLOT)
+    payload = {"semanticKey": "issue:r1#7", "title": "Fix #7"}
+    envelope = Envelope.model_validate(
+        {
+            "eventId": "w-1",
+            "type": "work.open",
+            "source": "github",
+            "occurredAt": AT,
+            "payload": payload,
+        }
+    )
+    event = admitted(rt, envelope, "github")
+    with rt.store.read() as tx:
+        plan = decide(event, rt.rules, read_facts(tx, rt.rules, event, AT), rt.lifecycle, AT)
+    assert kinds(plan)[:3] == ["MarkPlanned", "WorkCommand", "Decide"]
+    assert plan[1] == WorkCommand("w-1", "work.open", payload, "github")
+    assert next(e for e in plan if isinstance(e, Decide)).record.kind == "noop"
+    with rt.store.write() as tx:
+        apply(rt, tx, plan, AT)
+    with rt.store.read() as tx:
+        item = tx.live_work_by_key("issue:r1#7")
+    assert item is not None and (item.title, item.created_by) == ("Fix #7", "github")
