@@ -377,3 +377,44 @@ def store_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # it on in directories of its own.
 
 os.environ["ENGINE_CHECK_CACHE"] = "0"
+
+
+# ---- the contract suite's stores --------------------------------------------------------
+# Appended block with its own imports (E402): several people append to this file. Here,
+# not in a tests/contract/conftest.py: a second module named `conftest` would shadow this
+# one for every `from conftest import ...` of the test modules.
+
+from databases import Factory  # noqa: E402
+
+from engine.bootstrap import open_store as open_backend  # noqa: E402
+from engine.store.memory import MemoryDatabase, MemoryStore  # noqa: E402
+from engine.store.ports import Store  # noqa: E402
+
+
+def stores(database: str) -> Iterator[Factory]:
+    """Opens stores on `database` (one shared in-memory database for the memory store)
+    until the generator is closed, then closes every one: each call another connection,
+    as another process would open."""
+    opened: list[Store] = []
+    memory = MemoryDatabase()
+
+    def factory() -> Store:
+        store = MemoryStore(memory) if database == databases.MEMORY else open_backend(database)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def open_store(store_database: str) -> Iterator[Factory]:
+    """Opens stores on the database under test (`store_database`)."""
+    yield from stores(store_database)
+
+
+@pytest.fixture
+def open_pg_store(postgresql_database: str) -> Iterator[Factory]:
+    """Like `open_store`, on PostgreSQL only: for what only a server backend allows."""
+    yield from stores(postgresql_database)

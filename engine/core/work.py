@@ -86,6 +86,33 @@ class WorkItem:
     lease_expires_at: str | None = None
 
 
+class BindingState(StrEnum):
+    """A work-bound loop instance's state (persisted). An instance starts in `shadow`
+    (it records what it would do); `disabled` is final: its work ended."""
+
+    SHADOW = "shadow"
+    LIVE = "live"
+    PAUSED = "paused"  # its work item went missing
+    DISABLED = "disabled"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkBinding:
+    """One instance of a work-bound loop shape (docs/work.md#work-bound-loops): the
+    reviewed shape `shape` of loops/*.rules bound to the work item `work_id`. One per
+    (work, shape); binding is idempotent by `request_id`."""
+
+    binding_id: str
+    work_id: str
+    shape: str
+    request_id: str
+    state: str
+    created_by: str
+    created_at: str
+    updated_at: str
+    version: int = 1
+
+
 @dataclass(frozen=True, slots=True)
 class WorkQuery:
     """Which work items a page holds; every filter given must hold (None: any). Its
@@ -245,3 +272,24 @@ def as_dict(item: WorkItem) -> dict[str, Any]:
             "expiresAt": item.lease_expires_at,
         },
     }
+
+
+class WorkGate(StrEnum):
+    """What re-reading the work item says a work-bound firing may do (docs/work.md),
+    decided before anything is launched or any page opened."""
+
+    PROCEED = "proceed"
+    MISSING = "work_missing"  # no such item: the loop pauses (journaled)
+    DONE = "work_done"  # terminal: the loop is disabled, the occurrence `nothing_to_do`
+    CONTROLLER_ACTIVE = "controller_active"  # a live lease: this firing is a no-op
+
+
+def gate(item: WorkItem | None, now: datetime) -> WorkGate:
+    """The gate of one firing over the item as the decision's transaction read it."""
+    if item is None:
+        return WorkGate.MISSING
+    if is_terminal(item.state):
+        return WorkGate.DONE
+    if lease_live(item, now):
+        return WorkGate.CONTROLLER_ACTIVE
+    return WorkGate.PROCEED

@@ -185,6 +185,10 @@ class Service:
     def work_item(self, work_id: str) -> WorkItem:
         return work.item(self.rt, work_id)
 
+    def work_overview(self, query: WorkQuery, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest items with their bound loops (the inbox's work page)."""
+        return work.overview(self.rt, query, limit)
+
     def move_work(self, work_id: str, trigger: WorkTrigger, actor: str, note: str = "") -> WorkItem:
         return work.transition(self.rt, work_id, trigger, actor, note)
 

@@ -142,6 +142,13 @@ def items(rt: Runtime, query: WorkQuery, limit: int = 50) -> Page[WorkItem]:
     return Page(shown, run_cursor_text(last.created_at, last.work_id) if more and last else None)
 
 
+def overview(rt: Runtime, query: WorkQuery, limit: int) -> list[dict[str, Any]]:
+    """Each of the newest `limit` items of `query` with its work-bound loop instances."""
+    with rt.store.read() as tx:
+        found = tx.page_work(query, page_limit(limit))
+        return [{"item": w, "bindings": tx.bindings_of_work(w.work_id)} for w in found]
+
+
 def item(rt: Runtime, work_id: str) -> WorkItem:
     with rt.store.read() as tx:
         found = tx.get_work(work_id)

@@ -39,7 +39,7 @@ from engine.core.records import (
     SinkDelivery,
     SkipRecord,
 )
-from engine.core.work import WorkItem
+from engine.core.work import WorkBinding, WorkItem
 from engine.store.memory_index import EMPTY, Grouped, Timeline
 
 P = ParamSpec("P")
@@ -99,6 +99,10 @@ NOT_NULL: dict[type, tuple[str, ...]] = {
         "work_id", "semantic_key", "title", "state", "context", "created_by", "created_at",
         "updated_at", "version",
     ),
+    WorkBinding: (
+        "binding_id", "work_id", "shape", "request_id", "state", "created_by", "created_at",
+        "updated_at", "version",
+    ),
 }  # fmt: skip
 
 
@@ -144,6 +148,9 @@ class Tables:
     last_notified: Map[str, int] = EMPTY  # dedup key -> the seq of its last notification
     work: Map[str, WorkItem] = EMPTY  # by work_id
     live_work: Map[str, str] = EMPTY  # semantic key -> the id of its non-terminal item
+    bindings: Map[str, WorkBinding] = EMPTY  # by binding_id
+    binding_requests: Map[str, str] = EMPTY  # request_id -> binding_id
+    binding_pairs: Map[tuple[str, str], str] = EMPTY  # (work_id, shape) -> binding_id
 
     def clone(self) -> Tables:
         """A version of its own, the same as this one until it is changed."""

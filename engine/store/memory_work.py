@@ -4,7 +4,7 @@ semantic key included). Mixed into `engine.store.memory_tx.MemoryTx`."""
 
 from __future__ import annotations
 
-from engine.core.work import LIVE, WorkItem, WorkQuery
+from engine.core.work import LIVE, BindingState, WorkBinding, WorkItem, WorkQuery
 from engine.store.memory_tables import MemoryStoreError, Tables, as_json, stored, take, writes
 
 
@@ -62,6 +62,50 @@ class WorkTx:
             t.live_work = t.live_work.set(row.semantic_key, row.work_id)
         elif holder == row.work_id:
             t.live_work = t.live_work.delete(row.semantic_key)
+        return True
+
+    @writes
+    def insert_binding(self, binding: WorkBinding) -> bool:
+        row = stored(binding)
+        t = self._tables
+        if row.work_id not in t.work:
+            raise MemoryStoreError("FOREIGN KEY constraint failed: work_bindings.work_id")
+        pair = (row.work_id, row.shape)
+        if row.binding_id in t.bindings or row.request_id in t.binding_requests:
+            return False
+        if pair in t.binding_pairs:
+            return False
+        t = self._own()
+        t.bindings = t.bindings.set(row.binding_id, row)
+        t.binding_requests = t.binding_requests.set(row.request_id, row.binding_id)
+        t.binding_pairs = t.binding_pairs.set(pair, row.binding_id)
+        return True
+
+    def get_binding(self, binding_id: str) -> WorkBinding | None:
+        return self._tables.bindings.get(binding_id)
+
+    def binding_by_request(self, request_id: str) -> WorkBinding | None:
+        found = self._tables.binding_requests.get(request_id)
+        return None if found is None else self._tables.bindings[found]
+
+    def bindings_of_work(self, work_id: str) -> list[WorkBinding]:
+        found = [b for b in self._tables.bindings.values() if b.work_id == work_id]
+        return sorted(found, key=lambda b: (b.created_at, b.binding_id))
+
+    def live_bindings(self, limit: int) -> list[WorkBinding]:
+        found = [b for b in self._tables.bindings.values() if b.state != BindingState.DISABLED]
+        return take(sorted(found, key=lambda b: (b.created_at, b.binding_id)), limit)
+
+    @writes
+    def update_binding(self, binding: WorkBinding, expect_version: int) -> bool:
+        known = self._tables.bindings.get(binding.binding_id)
+        if known is None or known.version != expect_version:
+            return False
+        row = stored(
+            known, state=binding.state, updated_at=binding.updated_at, version=binding.version
+        )
+        t = self._own()
+        t.bindings = t.bindings.set(row.binding_id, row)
         return True
 
 

@@ -53,7 +53,7 @@ from engine.core.records import (
     SinkDelivery,
     SkipRecord,
 )
-from engine.core.work import WorkItem, WorkQuery
+from engine.core.work import WorkBinding, WorkItem, WorkQuery
 from engine.store.health import Health
 
 # ---- events and their decisions --------------------------------------------------------
@@ -533,6 +533,16 @@ class WorkView(Protocol):
         (created_at, then work_id, descending); with `query.before`, only those
         strictly older than that (created_at, work_id)."""
 
+    def get_binding(self, binding_id: str) -> WorkBinding | None: ...
+
+    def binding_by_request(self, request_id: str) -> WorkBinding | None: ...
+
+    def bindings_of_work(self, work_id: str) -> list[WorkBinding]:
+        """The work item's instances, oldest first (created_at, then binding_id)."""
+
+    def live_bindings(self, limit: int) -> list[WorkBinding]:
+        """At most `limit` instances that are not disabled, oldest first."""
+
 
 class Work(WorkView, Protocol):
     """At most one non-terminal item per semantic key; every change is a
@@ -546,6 +556,15 @@ class Work(WorkView, Protocol):
         """Write `item`'s state, title, context, lease, updated_at and version over the
         stored item of that id whose version is `expect_version`; False (nothing
         written) when another writer moved it first, or there is no such item."""
+
+    def insert_binding(self, binding: WorkBinding) -> bool:
+        """Store a new work-bound loop instance of an existing work item; False
+        (nothing written) when its id, its request id or its (work item, shape) is
+        taken."""
+
+    def update_binding(self, binding: WorkBinding, expect_version: int) -> bool:
+        """Write `binding`'s state, updated_at and version over the stored instance
+        whose version is `expect_version`; False (nothing written) otherwise."""
 
 
 # ---- reports (read only) --------------------------------------------------------------

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.work import WorkItem, WorkQuery
+from engine.core.work import WorkBinding, WorkItem, WorkQuery
 
 Row = Mapping[str, Any]
 
@@ -26,6 +26,26 @@ def work_item(row: Row) -> WorkItem:
     data["context"] = json.loads(data["context"])
     data["version"] = int(data["version"])
     return WorkItem(**data)
+
+
+def binding_of(row: Row) -> WorkBinding:
+    data = dict(row)
+    data["version"] = int(data["version"])
+    return WorkBinding(**data)
+
+
+def binding_params(binding: WorkBinding) -> dict[str, Any]:
+    return {
+        "binding_id": binding.binding_id,
+        "work_id": binding.work_id,
+        "shape": binding.shape,
+        "request_id": binding.request_id,
+        "state": binding.state,
+        "created_by": binding.created_by,
+        "created_at": binding.created_at,
+        "updated_at": binding.updated_at,
+        "version": binding.version,
+    }
 
 
 def work_params(item: WorkItem) -> dict[str, Any]:
@@ -56,6 +76,9 @@ class WorkRows:
         raise NotImplementedError
 
     def _page(self, name: str, filters: dict[str, str], query: Any, **params: Any) -> list[Row]:
+        raise NotImplementedError
+
+    def _all(self, name: str, **params: Any) -> list[Row]:
         raise NotImplementedError
 
     def get_work(self, work_id: str) -> WorkItem | None:
@@ -89,3 +112,27 @@ class WorkRows:
         for fixed in ("semantic_key", "repo", "created_by", "created_at"):
             del params[fixed]
         return self._exec("update_work", expect_version=expect_version, **params) == 1
+
+    def insert_binding(self, binding: WorkBinding) -> bool:
+        return self._exec("insert_binding", **binding_params(binding)) == 1
+
+    def get_binding(self, binding_id: str) -> WorkBinding | None:
+        row = self._one("get_binding", binding_id=binding_id)
+        return None if row is None else binding_of(row)
+
+    def binding_by_request(self, request_id: str) -> WorkBinding | None:
+        row = self._one("binding_by_request", request_id=request_id)
+        return None if row is None else binding_of(row)
+
+    def bindings_of_work(self, work_id: str) -> list[WorkBinding]:
+        return [binding_of(r) for r in self._all("bindings_of_work", work_id=work_id)]
+
+    def live_bindings(self, limit: int) -> list[WorkBinding]:
+        return [binding_of(r) for r in self._all("live_bindings", limit=limit)]
+
+    def update_binding(self, binding: WorkBinding, expect_version: int) -> bool:
+        params = {k: v for k, v in binding_params(binding).items() if k in UPDATED}
+        return self._exec("update_binding", expect_version=expect_version, **params) == 1
+
+
+UPDATED = frozenset({"binding_id", "state", "updated_at", "version"})

@@ -24,12 +24,13 @@ from multidict import MultiDictProxy
 
 from engine.api import query
 from engine.api.context import call, call_read, service, settings, wake
-from engine.core.decisions import operator_actor
+from engine.core.decisions import Entity, operator_actor
 from engine.core.envelope import iso
 from engine.core.explain import tree as explain_tree
 from engine.core.paging import JournalQuery, RunQuery, journal_cursor, run_cursor
 from engine.core.records import JournalEntry, RunRecord
 from engine.core.states import FindingStatus, ProposalState, RunState
+from engine.core.work import WorkQuery, WorkState, WorkTrigger
 from engine.errors import BadRequest, EngineError, Forbidden, NotFound
 from engine.machines.catalog import Machines
 from engine.machines.diagrams import DiagramFormat, Target, TargetKind, render
@@ -46,7 +47,7 @@ PAGE_SIZE = 50
 MAX_PAGE = 500
 INBOX_LIMIT = 100  # open proposals reviewed on one inbox page, newest first
 ARTIFACT_TAIL = 64 * 1024  # bytes of a run's captured output shown on its page
-JOURNAL_ENTITIES = ("event", "occurrence", "proposal", "run", "loop", "finding")
+JOURNAL_ENTITIES = tuple(str(e) for e in Entity)
 
 routes = web.RouteTableDef()
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -664,6 +665,7 @@ def _entry_link(entry: JournalEntry) -> dict[str, Any]:
         "loop": "/ui/loops/",
         "event": "/ui/explain/",
         "occurrence": "/ui/explain/",
+        "work": "/ui/work#w-",
     }
     prefix = pages.get(entry.entity)
     link = prefix + quote(entry.entity_id, safe="") if prefix else None
@@ -671,6 +673,46 @@ def _entry_link(entry: JournalEntry) -> dict[str, Any]:
 
 
 FINDING_STATUSES = tuple(str(s) for s in FindingStatus)
+WORK_STATES = tuple(str(s) for s in WorkState)
+
+
+@routes.get("/ui/work")
+@html
+async def work_page(request: web.Request) -> web.StreamResponse:
+    """Work items with their controller lease and their bound loops (docs/work.md)."""
+    signed_in(request)
+    state = _choice(request, "state", (*WORK_STATES, "all")) or "all"
+    query = WorkQuery(None if state == "all" else state)
+    items = await call_read(service(request).work_overview, query, PAGE_SIZE)
+    return show(
+        request,
+        "work.html",
+        title="Work",
+        items=items,
+        chosen=state,
+        states=(*WORK_STATES, "all"),
+    )
+
+
+@routes.post("/ui/work/{id}/complete")
+@html
+async def complete_work(request: web.Request) -> web.StreamResponse:
+    return await _move_work(request, WorkTrigger.COMPLETE, "Completed")
+
+
+@routes.post("/ui/work/{id}/cancel")
+@html
+async def cancel_work(request: web.Request) -> web.StreamResponse:
+    return await _move_work(request, WorkTrigger.CANCEL, "Cancelled")
+
+
+async def _move_work(request: web.Request, trigger: WorkTrigger, said: str) -> web.StreamResponse:
+    session = signed_in(request)
+    data = await form(request, session)
+    work_id = request.match_info["id"]
+    move = service(request).move_work
+    await call(move, work_id, trigger, actor(session), field(data, "note"))
+    raise back(session, "/ui/work", f"{said} {work_id}.")
 
 
 @routes.get("/ui/findings")

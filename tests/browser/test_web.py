@@ -39,6 +39,7 @@ def web_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
         "ENGINE_EVENT_SECRET": EVENT_SECRET,
         "ENGINE_OPERATOR_TOKEN": ",".join(f"{k}:{v}" for k, v in OPERATOR_TOKENS.items()),
         "WEB_SCRIPTS": str(WEB_TREE / "scripts"),
+        "ENGINE_CONTROLLER_TOKEN": "agent:agent-token",
     }
     serve = launch_serve(tmp_path_factory.mktemp("web"), WEB_TREE, env)
     yield serve
@@ -426,6 +427,7 @@ def test_every_page_reads_on_a_phone_without_horizontal_scrolling(
             "/ui/journal",
             "/ui/findings",
             "/ui/notifications",
+            "/ui/work",
         ]
         paths += [f"/ui/runs/{r['runId']}" for r in runs[:1]]
         for path in paths:
@@ -457,6 +459,33 @@ def test_a_finding_is_promoted_by_a_person(web_serve: Serve, page: Page) -> None
     _, after = web_serve.request("GET", f"/findings/{found['findingId']}", token=token)
     assert after["finding"]["status"] == "promoted"
     assert after["finding"]["decidedBy"] == "operator:alice"
+
+
+def test_the_work_page_shows_the_lease_and_an_operator_completes_it(
+    web_serve: Serve, page: Page
+) -> None:
+    """An item a controller claimed shows its lease on the work page; completing it
+    there records operator:alice and drops the lease."""
+    token = web_serve.token("alice")
+    body = {"semanticKey": "web:repair", "title": "Repair the page", "summary": "see #12"}
+    status, made = web_serve.request("POST", "/work", body, token=token)
+    assert status == 201, made
+    work_id = made["work"]["workId"]
+    claim = {"session": "s-web"}
+    assert (
+        web_serve.request("POST", f"/work/{work_id}/continue", claim, token="agent-token")[0] == 200
+    )
+    sign_in(page, web_serve, to="/ui/work")
+    card = page.locator(f"#w-{work_id}")
+    text = card.inner_text()
+    assert "Repair the page" in text and "controller:agent" in text and "see #12" in text
+    card.locator("input[name=note]").first.fill("done by hand")
+    follow(page, card.locator("button:has-text('Complete')"))
+    assert f"Completed {work_id}" in page.inner_text(".flash")
+    _, after = web_serve.request("GET", f"/work/{work_id}", token=token)
+    assert after["work"]["state"] == "completed" and after["work"]["lease"]["owner"] is None
+    entries = journal_of(web_serve, "work", work_id)
+    assert [(e["action"], e["actor"]) for e in entries][-1] == ("completed", "operator:alice")
 
 
 def test_bad_filters_are_a_page_with_the_reason(web_serve: Serve, page: Page) -> None:

@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 from databases import Factory
 
-from engine.core.work import WorkItem, WorkQuery
+from engine.core.work import WorkBinding, WorkItem, WorkQuery
 
 
 def at(minute: int) -> str:
@@ -109,3 +109,51 @@ def test_a_rolled_back_write_leaves_nothing(open_store: Factory) -> None:
     with store.write() as tx:
         assert tx.get_work("w1") is None
         assert tx.insert_work(item("w2")) is True
+
+
+# ---- work-bound loop instances (docs/work.md#work-bound-loops) ---------------------
+
+
+def binding(
+    n: int, work_id: str = "w-1", shape: str = "nudge", state: str = "shadow"
+) -> WorkBinding:
+    return WorkBinding(f"b-{n}", work_id, shape, f"req-{n}", state, "operator:alice", at(n), at(n))
+
+
+def test_one_instance_per_work_and_shape_and_per_request(open_store: Factory) -> None:
+    """A binding reads back as written; its id, its request id and its (work, shape)
+    each hold one instance: a second insert of any is refused and writes nothing."""
+    store = open_store()
+    with store.write() as tx:
+        assert tx.insert_work(item("w-1")) and tx.insert_work(item("w-2", key="other"))
+        assert tx.insert_binding(binding(1))
+        assert not tx.insert_binding(binding(1, shape="watch"))  # the same id
+        assert not tx.insert_binding(dataclasses.replace(binding(2), request_id="req-1"))
+        assert not tx.insert_binding(binding(3))  # the same work and shape
+        assert tx.insert_binding(binding(4, shape="watch"))
+        assert tx.insert_binding(binding(5, work_id="w-2"))
+    with store.read() as tx:
+        assert tx.get_binding("b-1") == binding(1)
+        assert tx.binding_by_request("req-4") == binding(4, shape="watch")
+        assert tx.get_binding("b-2") is None and tx.binding_by_request("req-3") is None
+        assert [b.binding_id for b in tx.bindings_of_work("w-1")] == ["b-1", "b-4"]
+
+
+def test_an_instance_update_is_a_compare_and_set(open_store: Factory) -> None:
+    """A state change applies over the version read; a stale writer is refused and
+    changes nothing; disabled instances are not live."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_work(item("w-1"))
+        tx.insert_binding(binding(1))
+        tx.insert_binding(binding(2, shape="watch"))
+    live = dataclasses.replace(binding(1), state="live", updated_at=at(9), version=2)
+    with store.write() as tx:
+        assert tx.update_binding(live, 1)
+        assert not tx.update_binding(dataclasses.replace(live, state="paused", version=3), 1)
+        done = dataclasses.replace(binding(2, shape="watch"), state="disabled", version=2)
+        assert tx.update_binding(done, 1)
+    with store.read() as tx:
+        assert tx.get_binding("b-1") == live
+        assert [b.binding_id for b in tx.live_bindings(10)] == ["b-1"]
+        assert tx.live_bindings(0) == []

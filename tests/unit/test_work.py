@@ -14,12 +14,14 @@ from engine.core.work import (
     MAX_CONTEXT_BYTES,
     TERMINAL,
     TRANSITIONS,
+    WorkGate,
     WorkItem,
     WorkRequest,
     WorkState,
     WorkTrigger,
     claim,
     context_document,
+    gate,
     move,
     open_work,
 )
@@ -116,3 +118,19 @@ def test_terminal_work_cannot_be_claimed() -> None:
     assert (done.state, done.lease_owner) == ("completed", None)
     with pytest.raises(Conflict):
         claim(done, "operator:bot", "s1", NOW)
+
+
+def test_the_gate_reads_the_item_before_anything_is_launched() -> None:
+    """Missing work pauses, terminal work is done, a live lease makes the firing a
+    no-op, an expired lease or none proceeds."""
+    now = datetime(2026, 12, 7, 9, tzinfo=UTC)
+    item = opened()
+    assert gate(None, now) is WorkGate.MISSING
+    assert gate(item, now) is WorkGate.PROCEED
+    for trigger in (WorkTrigger.COMPLETE, WorkTrigger.CANCEL):
+        assert gate(move(item, trigger, "t"), now) is WorkGate.DONE
+    held = claim(item, "controller:agent", "s", now, timedelta(minutes=10))
+    assert gate(held, now + timedelta(minutes=9)) is WorkGate.CONTROLLER_ACTIVE
+    assert gate(held, now + timedelta(minutes=10)) is WorkGate.PROCEED
+    blocked = move(item, WorkTrigger.BLOCK, "t")
+    assert gate(blocked, now) is WorkGate.PROCEED

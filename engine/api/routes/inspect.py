@@ -9,6 +9,7 @@ from engine import retry_after
 from engine.api import query, wire
 from engine.api.context import call_read, operator, reply, service, settings
 from engine.api.observe import OBSERVED
+from engine.core.decisions import Entity
 from engine.core.delivery import DELIVERY_STATES
 from engine.core.paging import EventQuery, NotificationQuery, RunQuery, journal_cursor
 from engine.core.states import RunState
@@ -17,7 +18,7 @@ from engine.service.metrics import PROMETHEUS_CONTENT_TYPE, prometheus, scrape
 
 RUN_STATES = frozenset({*(s.value for s in RunState), "all"})
 DELIVERY_CHOICES = frozenset({*DELIVERY_STATES, "all"})
-JOURNAL_ENTITIES = frozenset({"event", "occurrence", "proposal", "run", "loop", "finding"})
+JOURNAL_ENTITIES = frozenset(str(e) for e in Entity)
 
 routes = web.RouteTableDef()
 

@@ -582,3 +582,29 @@ WHERE work_id = :work_id AND version = :expect_version;
 -- name: page_work
 SELECT * FROM work_items WHERE 1 = 1 {where}
 ORDER BY created_at DESC, work_id DESC LIMIT :limit;
+
+-- name: insert_binding
+-- A new work-bound loop instance; nothing when its id, its request id or its
+-- (work item, shape) exists.
+INSERT INTO work_bindings (binding_id, work_id, shape, request_id, state, created_by,
+    created_at, updated_at, version)
+VALUES (:binding_id, :work_id, :shape, :request_id, :state, :created_by,
+    :created_at, :updated_at, :version)
+ON CONFLICT DO NOTHING;
+
+-- name: get_binding
+SELECT * FROM work_bindings WHERE binding_id = :binding_id;
+
+-- name: binding_by_request
+SELECT * FROM work_bindings WHERE request_id = :request_id;
+
+-- name: bindings_of_work
+SELECT * FROM work_bindings WHERE work_id = :work_id ORDER BY created_at, binding_id;
+
+-- name: live_bindings
+SELECT * FROM work_bindings WHERE state <> 'disabled'
+ORDER BY created_at, binding_id LIMIT :limit;
+
+-- name: update_binding
+UPDATE work_bindings SET state = :state, updated_at = :updated_at, version = :version
+WHERE binding_id = :binding_id AND version = :expect_version;

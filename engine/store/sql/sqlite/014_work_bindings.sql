@@ -1,0 +1,17 @@
+-- Schema version 14 (SQLite): work-bound loop instances (docs/work.md#work-bound-loops):
+-- a reviewed loop shape of loops/*.rules bound to one work item. One instance per
+-- (work item, shape); binding is idempotent by its request id; `version` grows with
+-- every change, each write a compare-and-set on it.
+CREATE TABLE work_bindings (
+    binding_id  TEXT PRIMARY KEY,
+    work_id     TEXT NOT NULL REFERENCES work_items (work_id),
+    shape       TEXT NOT NULL,
+    request_id  TEXT NOT NULL UNIQUE,
+    state       TEXT NOT NULL,  -- 'shadow' | 'live' | 'paused' | 'disabled'
+    created_by  TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    version     INTEGER NOT NULL DEFAULT 1,
+    UNIQUE (work_id, shape)
+);
+CREATE INDEX work_bindings_state ON work_bindings (state, created_at, binding_id);
