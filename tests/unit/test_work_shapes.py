@@ -5,6 +5,7 @@ every way a shape or a controller entry fails to load."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -364,3 +365,47 @@ def test_engine_check_counts_and_lists_the_shapes(tmp_path: Path) -> None:
         ("vendor", "browser_watch", "reviewer", "vendor-status"),
     ]
     assert listed[0]["trigger"] == "every 1h" and listed[0]["cooldownSeconds"] == 1800
+
+
+# ---- the documented examples -----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fenced(doc: str, heading: str, kind: str) -> list[str]:
+    """The `kind` blocks of one section of a doc (from its heading to the next of its
+    level or above)."""
+    text = (ROOT / "docs" / doc).read_text()
+    level = heading.split(" ", 1)[0]
+    section = text.split(heading + "\n", 1)[1]
+    section = re.split(rf"\n#{{1,{len(level)}}} ", section, maxsplit=1)[0]
+    return re.findall(rf"```{kind}\n(.*?)```", section, re.S)
+
+
+def test_the_documented_shapes_and_controller_load_beside_the_shipped_rules(
+    tmp_path: Path,
+) -> None:
+    """docs/rules.md's shapes, docs/work.md's shape, the controller example and the
+    browser probe example, added to the shipped rules and registry, load: one shape of
+    each mode, waking the documented controller."""
+    shutil.copytree(ROOT / "loops", tmp_path / "loops")
+    shutil.copytree(ROOT / "registry", tmp_path / "registry")
+    [shapes] = fenced("rules.md", "## Work-bound loop shapes", "rules")
+    [bound] = fenced("work.md", "## Work-bound loops", "rules")
+    (tmp_path / "loops" / "shapes.rules").write_text(shapes)
+    (tmp_path / "loops" / "bound.rules").write_text(bound.replace("nudge-repair", "nudge-2"))
+    [controllers] = fenced("rules.md", "### `controllers.yaml`", "yaml")
+    (tmp_path / "registry" / "controllers.yaml").write_text(controllers)
+    probes = fenced("rules.md", "#### Browser probes", "yaml")[0]
+    (tmp_path / "registry" / "probes.yaml").write_text(probes)
+    (tmp_path / "config").mkdir()
+    rules = load_rules(Paths(tmp_path / "loops", tmp_path / "registry", tmp_path / "config"))
+    assert {name: str(shape.mode) for name, shape in rules.work_shapes.items()} == {
+        "nudge-repair": "continuation",
+        "nudge-2": "continuation",
+        "vendor-incidents": "browser_watch",
+        "vendor-session": "browser_keepalive",
+    }
+    assert rules.work_shapes["vendor-incidents"].controller == "coder"
+    assert rules.controllers["coder"].token_env == "ENGINE_WORK_TOKEN"
+    assert not set(rules.work_shapes) & set(rules.loops)
