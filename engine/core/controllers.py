@@ -1,5 +1,5 @@
 """Controllers (registry/controllers.yaml): the closed list of programs a work-bound
-loop may wake to keep a work item moving (docs/rules.md#registrycontrollersyaml). This
+loop may wake to keep a work item moving (docs/rules.md#controllersyaml). This
 module only defines and checks an entry's shape; `engine.loading` reads the file."""
 
 from __future__ import annotations
