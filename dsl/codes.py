@@ -14,6 +14,7 @@ CODES: dict[str, str] = {
     "E0103": "loop without a trigger",
     "E0104": "loop must emit exactly one event type",
     "E0105": "wrong arguments or value for a setting",
+    "E0106": "work-bound loop shape without its bounds",
     # triage tables (a loop's `triage` block)
     "E0110": "unknown triage decision",
     "E0111": "a rule promotes a finding",
@@ -30,6 +31,7 @@ CODES: dict[str, str] = {
     "E0207": "invalid loop name",
     "E0208": "loop payload sets a reserved tick field",
     "E0209": "unknown probe, or a probe param the loop payload does not fill",
+    "E0210": "unknown controller",
     # approval safety
     "E0301": "approval auto on a loop that is not enabled",
     "E0302": "approval auto on a human-approval-only event type or definition",

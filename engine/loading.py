@@ -27,6 +27,7 @@ from engine.check_cache import CheckCache
 from engine.core.browsing import allows
 from engine.core.compiler import compile_rules, compile_with_clocks
 from engine.core.config import REPO_NAME_PATTERN, HostClock, HostTimer, OverlayEntry, RepoEntry
+from engine.core.controllers import Controller
 from engine.core.inputs import Located, Tree
 from engine.core.registry import Definition, EventType, Probe
 from engine.core.ruleset import RuleSet
@@ -421,6 +422,25 @@ def load_probes(registry: Path, collector: Collector, fast: bool = False) -> lis
     return out
 
 
+def load_controllers(
+    registry: Path, collector: Collector, fast: bool = False
+) -> list[Located[Controller]]:
+    """registry/controllers.yaml (optional; absent: no controllers): the programs a
+    work-bound loop may wake, each validated like a probe (E0902 at its key)."""
+    root = Root(LAYOUT["registry"], registry)
+    found = _section(root, registry / "controllers.yaml", "controllers", list, collector, fast)
+    if found is None:
+        return []
+    file, section = found
+    out: list[Located[Controller]] = []
+    for index, body in enumerate(section):
+        controller = validate(Controller, body, file, body, collector)
+        if controller is not None:
+            span = node_span(file, section, index)
+            out.append(Located(controller, span, _key_spans(file, body)))
+    return out
+
+
 def _on_its_allowlist(probe: Probe, file: str, body: Any, collector: Collector) -> bool:
     """A browser probe's `url` is admitted by its own `allow` list (E0910 at the url
     when not); every other probe is."""
@@ -611,6 +631,7 @@ def load_tree(paths: Paths, fast: bool = False, cache: CheckCache | None = None)
     definitions = load_definitions(paths.registry, collector, fast, cache)
     contracts = load_contracts(paths.registry, collector, cache)
     probes = load_probes(paths.registry, collector, fast)
+    controllers = load_controllers(paths.registry, collector, fast)
     repos = load_repos(paths.config, collector, cache)
     overlay, host_clocks, release_freeze = load_schedule_settings(paths.config, collector)
     return Tree(
@@ -625,6 +646,7 @@ def load_tree(paths: Paths, fast: bool = False, cache: CheckCache | None = None)
         host_clocks=host_clocks,
         release_freeze=release_freeze,
         probes=probes,
+        controllers=controllers,
     )
 
 

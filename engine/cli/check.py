@@ -85,10 +85,16 @@ def run_check(args: argparse.Namespace) -> int:
         f"{summary['routes']} routes, {summary['chains']} chains, "
         f"{summary['webhookRules']} webhook rules in {summary['webhookKinds']} kinds, "
         f"{summary['eventTypes']} event types, {summary['definitions']} definitions, "
-        f"{summary['repos']} repos"
+        f"{summary['repos']} repos{_shapes(summary)}"
     )
     print(f"digest: {summary['digest']}")
     return exits.OK
+
+
+def _shapes(summary: dict[str, Any]) -> str:
+    """`, 1 work shape` for the summary line; nothing without shapes."""
+    count = len(summary.get("workShapes", ()))
+    return f", {count} work shape{'s' if count != 1 else ''}" if count else ""
 
 
 def _report(err: RulesError, as_json: bool) -> int:

@@ -14,6 +14,7 @@ from dsl.diagnostics import Collector, Span, did_you_mean
 from dsl.model import HumanOnlyDecl, RouteDecl
 from dsl.spelling import FIX_IT, OLD_SPELLING
 from engine.core.config import HostTimer
+from engine.core.controllers import Controller
 from engine.core.inputs import Tree
 from engine.core.provenance import LoopPlaces
 from engine.core.registry import Definition, EventType, Probe
@@ -22,6 +23,7 @@ from engine.core.ruleset import (
     DefinitionRef,
     Repo,
     Route,
+    WorkShape,
 )
 from engine.core.work import COMMAND_TYPES
 
@@ -55,6 +57,8 @@ class CompilerBase:
         self.probes: dict[str, Probe] = {}  # registry/probes.yaml, by id
         self.probe_spans: dict[str, Span] = {}  # watch loop -> where its probe is named
         self.loop_places: dict[str, LoopPlaces] = {}  # loop -> where its settings are written
+        self.controllers: dict[str, Controller] = {}  # registry/controllers.yaml, by id
+        self.work_shapes: dict[str, WorkShape] = {}  # `work MODE ...` loop blocks, by name
 
     # ---- registry ----------------------------------------------------------------
     def _index_probes(self) -> None:
@@ -64,6 +68,16 @@ class CompilerBase:
                 self.c.error("E0906", f"probe '{probe.id}' is registered twice", located.span)
                 continue
             self.probes[probe.id] = probe
+
+    def _index_controllers(self) -> None:
+        for located in self.tree.controllers:
+            controller = located.value
+            if controller.id in self.controllers:
+                self.c.error(
+                    "E0906", f"controller '{controller.id}' is registered twice", located.span
+                )
+                continue
+            self.controllers[controller.id] = controller
 
     def _index_registry(self) -> None:
         for located in self.tree.event_types:
@@ -75,6 +89,7 @@ class CompilerBase:
             if et.human_only:
                 self.human_types.add(et.name)
         self._index_probes()
+        self._index_controllers()
         first_seen: dict[DefinitionRef, Span] = {}
         for d in self.tree.definitions:
             ref = DefinitionRef(d.value.id, d.value.version)

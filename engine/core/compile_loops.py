@@ -10,7 +10,8 @@ from typing import Any
 from dsl import expr as ex
 from dsl.diagnostics import Span, did_you_mean
 from dsl.model import Emit, ForEach, LoopDecl
-from engine.core.compile_base import COLLECTIONS, LOOP_NAME, SAMPLE_REPO, SAMPLE_SLOT, CompilerBase
+from engine.core.compile_base import COLLECTIONS, LOOP_NAME, SAMPLE_REPO, SAMPLE_SLOT
+from engine.core.compile_shapes import ShapeCompiler
 from engine.core.loopsettings import read_settings, read_triage
 from engine.core.provenance import loop_places
 from engine.core.registry import EventType, param_problem
@@ -22,6 +23,7 @@ from engine.core.ruleset import (
     Source,
     Trigger,
     TriggerKind,
+    WorkShape,
     default_cap,
 )
 from engine.core.triggers import (
@@ -40,7 +42,7 @@ _FILLED = {
 }
 
 
-class LoopCompiler(CompilerBase):
+class LoopCompiler(ShapeCompiler):
     # ---- loops -------------------------------------------------------------------
     def _loops(self, decls: list[Any]) -> dict[str, Loop]:
         loops: dict[str, Loop] = {}
@@ -64,19 +66,25 @@ class LoopCompiler(CompilerBase):
         for loop_decl in decl.loops:
             loop = self._loop(loop_decl, scope)
             if loop is not None:
-                self._check_loop(loop, {})
+                self._check_loop(loop.loop if isinstance(loop, WorkShape) else loop, {})
         self.dropped = dropped
 
-    def _add_loop(self, loops: dict[str, Loop], loop: Loop | None) -> None:
+    def _add_loop(self, loops: dict[str, Loop], loop: Loop | WorkShape | None) -> None:
+        """A loop, or a shape (kept apart, in `work_shapes`): one name space for both."""
         if loop is None:
             return
-        if loop.name in loops:
-            first = loops[loop.name].origin
+        first = loops.get(loop.name) or self.work_shapes.get(loop.name)
+        if first is not None:
             self.c.error(
-                "E0401", f"loop '{loop.name}' is declared twice (first at {first})", loop.origin
+                "E0401",
+                f"loop '{loop.name}' is declared twice (first at {first.origin})",
+                loop.origin,
             )
             return
-        loops[loop.name] = loop
+        if isinstance(loop, WorkShape):
+            self.work_shapes[loop.name] = loop
+        else:
+            loops[loop.name] = loop
 
     def _expand(self, decl: ForEach) -> list[dict[str, Any]] | None:
         """One scope per selected repo; None when the block itself is wrong."""
@@ -107,10 +115,13 @@ class LoopCompiler(CompilerBase):
                 scopes.append(scope)
         return scopes
 
-    def _loop(self, decl: LoopDecl, scope: dict[str, Any]) -> Loop | None:
+    def _loop(self, decl: LoopDecl, scope: dict[str, Any]) -> Loop | WorkShape | None:
+        """The loop a block declares, or its work-bound shape when it has a `work` line."""
         name = self._loop_name(decl, scope)
         draft = read_settings(decl.settings, self.c, decl.on_events)
         triage = read_triage(decl.triage, self.c)
+        shape_ok = self._shape_ok(decl, draft) if "work" in draft.seen else False
+        self._cooldown_alone(draft)
         if len(decl.emits) != 1:
             at = decl.emits[1].span if decl.emits else decl.name_span
             self.c.error(
@@ -156,7 +167,7 @@ class LoopCompiler(CompilerBase):
         payload_span = emit.payload.span if emit.payload is not None else emit.type_span
         self.emit_spans[name] = (emit.type_span, payload_span)
         self.loop_places[name] = loop_places(decl, in_for_block=bool(scope))
-        return Loop(
+        loop = Loop(
             name=name,
             trigger=draft.trigger,
             event_type=emit.event_type,
@@ -174,6 +185,7 @@ class LoopCompiler(CompilerBase):
             source=Source.KERNEL,
             origin=decl.name_span,
         )
+        return self._shape(draft, loop, shape_ok) if "work" in draft.seen else loop
 
     def _shadow_default(self, loops: Mapping[str, Loop]) -> dict[str, Loop]:
         """Shadow mode (docs/occurrences.md#shadow-mode): a loop whose routed definition is mutating

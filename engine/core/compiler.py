@@ -13,11 +13,11 @@ from dsl.model import ChainDecl, HumanOnlyDecl, RouteDecl, WebhookDecl
 from engine.core.compile_clocks import ClockCompiler
 from engine.core.compile_loops import LoopCompiler
 from engine.core.compile_tables import TableCompiler
-from engine.core.config import HostTimer
-from engine.core.inputs import Tree
+from engine.core.config import HostTimer, OverlayEntry
+from engine.core.inputs import Located, Tree
 from engine.core.overlay import apply_overlay
 from engine.core.provenance import LoopPlaces, Places, human_only_places, registry_places
-from engine.core.ruleset import Loop, RuleSet, Source
+from engine.core.ruleset import Loop, RuleSet, Source, WorkShape
 
 
 def compile_rules(tree: Tree) -> RuleSet:
@@ -52,12 +52,14 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
                 self._route(decl)
         kernel = self._loops(decls)
         # An overlay entry for a kernel loop that failed is not read as a new loop.
-        overlay = [o for o in self.tree.overlay if o.value[0] not in self.dropped]
+        overlay = [o for o in self._overlay_of_loops() if o.value[0] not in self.dropped]
         loops, overlay_spans = apply_overlay(kernel, overlay, self.c)
         for loop in loops.values():
             declared = kernel.get(loop.name)
             self._check_loop(loop, overlay_spans.get(loop.name, {}), declared)
         self._check_after(loops)
+        for shape in self.work_shapes.values():
+            self._check_loop(shape.loop, {})
         chains = self._chains(d for d in decls if isinstance(d, ChainDecl))
         webhooks = self._webhooks(d for d in decls if isinstance(d, WebhookDecl))
         self._host_clocks(loops)
@@ -76,9 +78,29 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
             digest=self.tree.digest,
             release_freeze=release_freeze(self.tree),
             probes=self.probes,
+            controllers=self.controllers,
+            work_shapes=self.work_shapes,
             warnings=ordered(self.c.warnings),
             places=self._places(loops, overlay_spans, decls),
         )
+
+    def _overlay_of_loops(self) -> list[Located[tuple[str, OverlayEntry]]]:
+        """The overlay entries, but those naming a work-bound loop shape: a shape is
+        not a loop, so config/schedule.yaml cannot change or redeclare it (E0802)."""
+        kept = []
+        for located in self.tree.overlay:
+            name = located.value[0]
+            if name in self.work_shapes:
+                self.c.error(
+                    "E0802",
+                    f"'{name}' is a work-bound loop shape, not a loop: the overlay cannot name it",
+                    located.span,
+                    f"a shape is changed in its rule file ({self.work_shapes[name].origin}); "
+                    "an instance binds it to a work item (docs/work.md#work-bound-loops)",
+                )
+                continue
+            kept.append(located)
+        return kept
 
     def _places(
         self,
@@ -120,6 +142,25 @@ def describe(rules: RuleSet) -> Mapping[str, Any]:
         "definitions": len(rules.definitions),
         "repos": len(rules.repos),
         "digest": rules.digest,
+        # Only when there are any, so a summary without shapes reads as it always did.
+        **(
+            {"workShapes": [shape_summary(s) for s in rules.work_shapes.values()]}
+            if rules.work_shapes
+            else {}
+        ),
+    }
+
+
+def shape_summary(shape: WorkShape) -> Mapping[str, Any]:
+    """One work-bound loop shape as `engine check --json` lists it."""
+    return {
+        "name": shape.name,
+        "mode": str(shape.mode),
+        "trigger": shape.trigger.describe(),
+        "controller": shape.controller,
+        "probe": shape.probe,
+        "cooldownSeconds": shape.cooldown_seconds,
+        "origin": str(shape.origin),
     }
 
 

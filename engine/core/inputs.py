@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 from dsl.diagnostics import Collector, Span
 from dsl.model import RuleFile
 from engine.core.config import HostClock, OverlayEntry, RepoEntry
+from engine.core.controllers import Controller
 from engine.core.registry import Definition, EventType, Probe
 
 T = TypeVar("T")
@@ -41,3 +42,6 @@ class Tree:
     # (docs/occurrences.md#stop-conditions-and-release-freeze)
     release_freeze: bool = False
     probes: list[Located[Probe]] = field(default_factory=list)  # registry/probes.yaml
+    controllers: list[Located[Controller]] = field(
+        default_factory=list
+    )  # registry/controllers.yaml

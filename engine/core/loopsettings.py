@@ -26,6 +26,7 @@ from engine.core.ruleset import (
     StopCondition,
     Trigger,
     TriggerKind,
+    WorkMode,
 )
 from engine.core.triage import (
     DEFAULT_CATEGORY,
@@ -37,6 +38,16 @@ from engine.core.triage import (
     TriageDecision,
     TriageRule,
 )
+
+
+@dataclass(frozen=True)
+class WorkLine:
+    """A loop's `work MODE ...` line: the loop is a work-bound shape. Each name keeps
+    where it is written, for the registry checks."""
+
+    mode: WorkMode
+    controller: Arg | None = None
+    probe: Arg | None = None
 
 
 @dataclass
@@ -63,6 +74,8 @@ class Draft:
     old_overlap: list[tuple[Span, str]] = field(default_factory=list)  # old overlap words
     old: list[tuple[Span, str, str]] = field(default_factory=list)  # W0901: at, old, new
     after_spans: dict[str, Span] = field(default_factory=dict)  # `after`'s loop and outcomes
+    work: WorkLine | None = None  # `work MODE ...`: a work-bound loop shape
+    cooldown_seconds: int | None = None  # `cooldown DURATION` (shapes only)
 
     @property
     def trigger_written(self) -> bool:
@@ -547,6 +560,43 @@ def _on_active(d: Draft, s: Setting) -> None:
     _old_overlap(d, s.span, f"on-active {arg.value}")
 
 
+WORK_USAGE = {
+    WorkMode.CONTINUATION: "continuation controller NAME",
+    WorkMode.BROWSER_WATCH: "browser_watch probe NAME [controller NAME]",
+    WorkMode.BROWSER_KEEPALIVE: "browser_keepalive probe NAME",
+}
+
+
+def _work(d: Draft, s: Setting) -> None:
+    """`work continuation controller NAME`, `work browser_watch probe NAME [controller
+    NAME]`, `work browser_keepalive probe NAME` (docs/rules.md#work-bound-loop-shapes)."""
+    if not s.args:
+        _words(s, 1, "MODE ...")
+    mode = WorkMode(_choice(s.args[0], [m.value for m in WorkMode], "work mode"))
+    usage = WORK_USAGE[mode]
+    wanted = ["controller"] if mode is WorkMode.CONTINUATION else ["probe"]
+    allowed = wanted + (["controller"] if mode is WorkMode.BROWSER_WATCH else [])
+    names: dict[str, Arg] = {}
+    rest = list(s.args[1:])
+    while rest:
+        word = rest.pop(0)
+        if word.kind != "word" or word.value not in allowed or word.value in names:
+            raise _Bad("E0105", f"'work {mode}' takes {usage}", word.span, f"write: work {usage}")
+        if not rest or rest[0].kind != "word":
+            at = rest[0].span if rest else word.span
+            raise _Bad("E0105", f"'{word.value}' needs a name", at, f"write: work {usage}")
+        names[word.value] = rest.pop(0)
+    missing = [word for word in wanted if word not in names]
+    if missing or next(iter(names)) != wanted[0]:
+        raise _Bad("E0105", f"'work {mode}' takes {usage}", s.span, f"write: work {usage}")
+    d.work = WorkLine(mode, names.get("controller"), names.get("probe"))
+
+
+def _cooldown(d: Draft, s: Setting) -> None:
+    (arg,) = _words(s, 1, "DURATION")
+    d.cooldown_seconds = _duration(arg)
+
+
 HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
     "every": _every,
     "cron": _cron,
@@ -566,6 +616,8 @@ HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
     "circuit_breaker": _circuit_breaker,
     "stop_when": _stop_when,
     "shadow": _shadow,
+    "work": _work,
+    "cooldown": _cooldown,
 }
 
 # The old settings that still load with their old meaning and a W0901 warning

@@ -14,6 +14,7 @@ from dsl import spelling
 from dsl.diagnostics import Diagnostic, Span
 from dsl.expr import Expr, ObjectExpr
 from dsl.model import Guard, Let, Refusal
+from engine.core.controllers import Controller
 from engine.core.provenance import Places
 from engine.core.registry import Definition, EventType, Probe
 from engine.core.triage import TriageRule
@@ -217,6 +218,31 @@ def overlap_line(loop: Loop) -> spelling.Rewrite | None:
     )
 
 
+class WorkMode(StrEnum):
+    """What each firing of a work-bound loop does (docs/rules.md#work-bound-loop-shapes)."""
+
+    CONTINUATION = "continuation"  # wakes the work's controller
+    BROWSER_WATCH = "browser_watch"  # runs a browser probe; a change or a login marker wakes
+    BROWSER_KEEPALIVE = "browser_keepalive"  # runs a browser probe; nothing wakes
+
+
+@dataclass(frozen=True, slots=True)
+class WorkShape:
+    """A reviewed work-bound loop shape (`work MODE ...` in a loop block): not a loop,
+    nothing fires it; an instance binds it to one work item. `loop` holds the compiled
+    settings an instance starts from, always in shadow mode; `controller` names an entry
+    of registry/controllers.yaml, `probe` a browser probe of registry/probes.yaml."""
+
+    name: str
+    mode: WorkMode
+    controller: str | None
+    probe: str | None
+    trigger: Trigger
+    cooldown_seconds: int  # the least time between two wakes of one instance
+    loop: Loop
+    origin: Span
+
+
 @dataclass(frozen=True, slots=True)
 class DefinitionRef:
     id: str
@@ -316,6 +342,9 @@ class RuleSet:
     # (docs/occurrences.md#stop-conditions-and-release-freeze)
     release_freeze: bool = False
     probes: Mapping[str, Probe] = field(default_factory=dict)  # registry/probes.yaml
+    controllers: Mapping[str, Controller] = field(default_factory=dict)  # controllers.yaml
+    # Work-bound loop shapes (docs/rules.md#work-bound-loop-shapes): never in `loops`.
+    work_shapes: Mapping[str, WorkShape] = field(default_factory=dict)
     # What loaded with a warning (an old spelling, W0901), in file order; never in the digest.
     warnings: tuple[Diagnostic, ...] = field(default=(), compare=False)
     # Where each loop setting was written (engine check --explain); never part of the

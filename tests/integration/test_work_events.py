@@ -129,7 +129,8 @@ def test_a_github_issue_opens_work_through_the_documented_translation(
     `github`, keyed by the issue's URL."""
 
     text = (ROOT / "docs" / "work.md").read_text()
-    [block] = re.findall(r"```rules\n(.*?)```", text, re.S)
+    section = text.split("## Work from events", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```rules\n(.*?)```", section, re.S)
     shutil.copytree(ROOT / "loops", tmp_path / "loops")
     (tmp_path / "loops" / "work.rules").write_text(block)
     paths = Paths(tmp_path / "loops", ROOT / "registry", NO_CONFIG)

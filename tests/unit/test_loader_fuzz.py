@@ -99,7 +99,12 @@ def test_any_rule_text_parses_or_every_syntax_error_is_located_once(text: str) -
 
 
 @FUZZ
-@given(name=st.sampled_from(("event-types.yaml", "definitions.yaml", "probes.yaml")), data=BYTES)
+@given(
+    name=st.sampled_from(
+        ("event-types.yaml", "definitions.yaml", "probes.yaml", "controllers.yaml")
+    ),
+    data=BYTES,
+)
 @example(name="event-types.yaml", data=b"=")  # YAML's value tag: a node with no place
 def test_any_registry_file_loads_or_is_a_located_error(name: str, data: bytes) -> None:
     """A registry file of any bytes, in place of the shipped one."""
