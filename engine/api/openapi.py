@@ -26,7 +26,7 @@ from engine.api import query, schema
 from engine.api.bodies import MAX_BATCH
 from engine.api.routes.operate import ApproveBody, CancelBody, DecideFindingBody, RejectBody
 from engine.api.routes.schedules import PauseBody, ResumeBody
-from engine.api.routes.work import ContinueWorkBody, MoveWorkBody, OpenWorkBody
+from engine.api.routes.work import BindWorkBody, ContinueWorkBody, MoveWorkBody, OpenWorkBody
 from engine.core.envelope import Envelope
 
 REF = "#/components/schemas/{model}"
@@ -203,6 +203,15 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "/work/{id}"): Operation(
         "One work item (an operator's or a controller's token)", {200: schema.OneWork}, _ID
     ),
+    ("POST", "/work/{id}/bind"): Operation(
+        "Bind a reviewed work-bound loop shape to the item (in shadow), idempotent by requestId",
+        {200: schema.Bound, 201: schema.Bound},
+        (404, 409, *_BODY, 422),
+        BindWorkBody,
+    ),
+    ("GET", "/work/{id}/bindings"): Operation(
+        "The item's work-bound loop instances", {200: schema.WorkBindings}, _ID
+    ),
     ("POST", "/work/{id}/continue"): Operation(
         "Claim or renew the controller lease (the token's principal owns it)",
         {200: schema.OneWork},
@@ -291,6 +300,7 @@ _BODIES: tuple[type[BaseModel], ...] = (
     PauseBody,
     ResumeBody,
     OpenWorkBody,
+    BindWorkBody,
     MoveWorkBody,
     ContinueWorkBody,
     Envelope,

@@ -159,6 +159,34 @@ class Work(BaseModel):
     lease: WorkLease
 
 
+class WorkBinding(BaseModel):
+    """A work-bound loop instance: a reviewed shape bound to one work item."""
+
+    model_config = _CLOSED
+    bindingId: str
+    workId: str
+    shape: str
+    requestId: str
+    state: Literal["shadow", "live", "paused", "disabled"]
+    createdBy: str
+    createdAt: str
+    updatedAt: str
+    version: int
+
+
+class Bound(BaseModel):
+    """`created`: false when the request id, or the (work, shape), already made it."""
+
+    model_config = _CLOSED
+    binding: WorkBinding
+    created: bool
+
+
+class WorkBindings(BaseModel):
+    model_config = _CLOSED
+    bindings: list[WorkBinding]
+
+
 class WorkPage(BaseModel):
     model_config = _CLOSED
     work: list[Work]

@@ -56,6 +56,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "work list": ("engine work list --state open", "engine work list --key repair:r1#42 --json"),
     "work show": ("engine work show work-0123456789abcdef",),
+    "work bind": (
+        "engine work bind work-0123456789abcdef nudge-repair --as alice",
+        "engine work bind work-0123456789abcdef nudge-repair --request-id req-7 --json",
+    ),
     "work block": ("engine work block work-0123456789abcdef --note 'waits on the vendor'",),
     "work reopen": ("engine work reopen work-0123456789abcdef --as alice",),
     "work complete": ("engine work complete work-0123456789abcdef --note merged",),

@@ -11,7 +11,14 @@ from typing import Any
 from engine.cli.inspect import add_db_options, cursor, more, opened, parser_for, positive
 from engine.cli.operate import actor_of, add_as
 from engine.cli.render import Column, fields, guarded, output, table
-from engine.core.work import WorkQuery, WorkRequest, WorkState, WorkTrigger, as_dict
+from engine.core.work import (
+    WorkQuery,
+    WorkRequest,
+    WorkState,
+    WorkTrigger,
+    as_dict,
+    binding_dict,
+)
 
 STATES = (*(s.value for s in WorkState), "all")
 COLUMNS: list[Column] = [
@@ -74,7 +81,27 @@ def register(sub: Any) -> None:
     one.add_argument("id", metavar="ID")
     add_db_options(one)
     one.set_defaults(handler=guarded(run_show))
-    moved = []
+    bound = actions.add_parser(
+        "bind",
+        help="bind a work-bound loop shape to a work item (in shadow)",
+        description=(
+            "Bind the reviewed shape LOOP (a loop block with a `work` line in loops/*.rules) "
+            "to the work item ID: an instance that starts in shadow mode. The same "
+            "--request-id answers what it made; the same item and shape answer the "
+            "instance that exists."
+        ),
+    )
+    bound.add_argument("id", metavar="ID")
+    bound.add_argument("loop", metavar="LOOP")
+    bound.add_argument(
+        "--request-id",
+        metavar="ID",
+        help="makes a retried bind idempotent (default: the item and the shape)",
+    )
+    add_as(bound)
+    add_db_options(bound)
+    bound.set_defaults(handler=guarded(run_bind))
+    moved = [bound]
     for name, (trigger, verb) in MOVES.items():
         act = actions.add_parser(name, help=verb, description=f"{name.capitalize()}: {verb}.")
         act.add_argument("id", metavar="ID")
@@ -136,6 +163,17 @@ def run_show(args: argparse.Namespace) -> int:
         now = service.rt.clock()
         found = as_dict(service.work_item(args.id))
     return output({"work": found}, args.json, lambda: fields(found, "work", now))
+
+
+def run_bind(args: argparse.Namespace) -> int:
+    actor = actor_of(args.operator)
+    request_id = args.request_id or f"cli:{args.id}:{args.loop}"
+    with opened(args) as service:
+        made, created = service.bind_work(args.id, args.loop, actor, request_id)
+    doc = {"binding": binding_dict(made), "created": created}
+    said = "bound" if created else "already bound:"
+    line = f"{said} {made.shape} to {made.work_id} ({made.state}, {made.binding_id})"
+    return output(doc, args.json, lambda: print(line))
 
 
 def run_move(args: argparse.Namespace) -> int:

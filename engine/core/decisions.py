@@ -130,6 +130,7 @@ class JournalAction(StrEnum):
     BLOCKED = "blocked"
     REOPENED = "reopened"
     COMPLETED = "completed"
+    BOUND = "bound"  # work: a work-bound loop instance was made for it
     WORK_REFUSED = "work_refused"  # event: its command on work was refused
 
 

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from engine.core.envelope import iso, parse_iso
+from engine.core.ids import stable_id
 from engine.errors import Conflict, PayloadTooLarge, Unprocessable
 
 MAX_CONTEXT_BYTES: Final = 64 * 1024  # a context document's bound, as compact UTF-8 JSON
@@ -293,3 +294,73 @@ def gate(item: WorkItem | None, now: datetime) -> WorkGate:
     if lease_live(item, now):
         return WorkGate.CONTROLLER_ACTIVE
     return WorkGate.PROCEED
+
+
+MAX_REQUEST_ID = 200
+
+
+def binding_id_for(work_id: str, shape: str) -> str:
+    """An instance's id: its work item and shape (one instance per pair)."""
+    return stable_id("bind", f"{work_id}\n{shape}")
+
+
+def bind(
+    item: WorkItem,
+    shape: str,
+    request_id: str,
+    by_request: WorkBinding | None,
+    by_pair: WorkBinding | None,
+    actor: str,
+    now: str,
+) -> tuple[WorkBinding, bool]:
+    """The instance that answers a bind request, and whether it is new. The same
+    request id answers what it made; the same (work, shape) under another request id
+    answers the instance that exists; terminal work binds nothing (409
+    `illegal_transition`); a request id reused for another pair is 409
+    `request_reused`."""
+    if not request_id.strip() or len(request_id) > MAX_REQUEST_ID:
+        raise Unprocessable(
+            f"a request id is 1 to {MAX_REQUEST_ID} characters", reason="bad_request_id"
+        )
+    if by_request is not None:
+        if (by_request.work_id, by_request.shape) != (item.work_id, shape):
+            raise Conflict(
+                f"request '{request_id}' bound {by_request.shape} to {by_request.work_id}",
+                reason="request_reused",
+                binding=by_request.binding_id,
+            )
+        return by_request, False
+    if by_pair is not None:
+        return by_pair, False
+    if is_terminal(item.state):
+        raise Conflict(
+            f"work '{item.work_id}' is {item.state}: nothing binds to it",
+            reason="illegal_transition",
+            state=item.state,
+        )
+    made = WorkBinding(
+        binding_id_for(item.work_id, shape),
+        item.work_id,
+        shape,
+        request_id,
+        BindingState.SHADOW,
+        actor,
+        now,
+        now,
+    )
+    return made, True
+
+
+def binding_dict(b: WorkBinding) -> dict[str, Any]:
+    """The wire form of an instance."""
+    return {
+        "bindingId": b.binding_id,
+        "workId": b.work_id,
+        "shape": b.shape,
+        "requestId": b.request_id,
+        "state": b.state,
+        "createdBy": b.created_by,
+        "createdAt": b.created_at,
+        "updatedAt": b.updated_at,
+        "version": b.version,
+    }

@@ -28,7 +28,7 @@ from engine.core.records import (
     RunRecord,
 )
 from engine.core.states import FindingStatus, ProposalState
-from engine.core.work import WorkItem, WorkQuery, WorkRequest, WorkTrigger
+from engine.core.work import WorkBinding, WorkItem, WorkQuery, WorkRequest, WorkTrigger
 from engine.errors import NotFound
 from engine.notify.config import Notifying
 from engine.service import (
@@ -184,6 +184,14 @@ class Service:
 
     def work_item(self, work_id: str) -> WorkItem:
         return work.item(self.rt, work_id)
+
+    def bind_work(
+        self, work_id: str, shape: str, actor: str, request_id: str
+    ) -> tuple[WorkBinding, bool]:
+        return work.bind_loop(self.rt, work_id, shape, actor, request_id)
+
+    def work_bindings(self, work_id: str) -> list[WorkBinding]:
+        return work.bindings(self.rt, work_id)
 
     def work_overview(self, query: WorkQuery, limit: int = 50) -> list[dict[str, Any]]:
         """The newest items with their bound loops (the inbox's work page)."""

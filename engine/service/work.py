@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from dsl.diagnostics import did_you_mean
 from engine.core.decisions import Entity, JournalAction
 from engine.core.effects import WorkCommand
 from engine.core.ids import stable_id
@@ -20,10 +21,13 @@ from engine.core.paging import Page, page_limit, run_cursor_text
 from engine.core.work import (
     COMMAND_TYPES,
     DEFAULT_LEASE,
+    WorkBinding,
     WorkItem,
     WorkQuery,
     WorkRequest,
     WorkTrigger,
+    bind,
+    binding_id_for,
     claim,
     move,
     open_work,
@@ -140,6 +144,51 @@ def items(rt: Runtime, query: WorkQuery, limit: int = 50) -> Page[WorkItem]:
     last = shown[-1] if shown else None
     more = len(found) > limit and last is not None
     return Page(shown, run_cursor_text(last.created_at, last.work_id) if more and last else None)
+
+
+def bind_loop(
+    rt: Runtime, work_id: str, shape: str, actor: str, request_id: str
+) -> tuple[WorkBinding, bool]:
+    """Bind the reviewed shape `shape` of loops/*.rules to the work item: the instance
+    (in shadow) and whether it is new; idempotent by `request_id`. 404 for a shape the
+    rules do not declare (a plain loop is no shape) or an unknown item."""
+    if shape not in rt.rules.work_shapes:
+        hint = did_you_mean(shape, rt.rules.work_shapes)
+        raise NotFound(
+            f"no work-bound loop shape '{shape}'" + (f" ({hint})" if hint else ""),
+            reason="no_shape",
+        )
+    with rt.store.write() as tx:
+        found = _read(tx, work_id)
+        pair = tx.get_binding(binding_id_for(work_id, shape))
+        at = rt.now()
+        made, created = bind(
+            found, shape, request_id, tx.binding_by_request(request_id), pair, actor, at
+        )
+        if not created:
+            return made, False
+        if not tx.insert_binding(made):
+            kept = tx.binding_by_request(request_id) or tx.get_binding(made.binding_id)
+            if kept is None:
+                raise Conflict("the binding could not be made", reason="work_changed")
+            return kept, False
+        rt.journal(
+            tx,
+            Entity.WORK,
+            work_id,
+            JournalAction.BOUND,
+            actor,
+            at=at,
+            note=f"{shape} bound in shadow mode",
+            data={"shape": shape, "binding": made.binding_id, "request": request_id},
+        )
+        return made, True
+
+
+def bindings(rt: Runtime, work_id: str) -> list[WorkBinding]:
+    with rt.store.read() as tx:
+        _read(tx, work_id)
+        return tx.bindings_of_work(work_id)
 
 
 def overview(rt: Runtime, query: WorkQuery, limit: int) -> list[dict[str, Any]]:

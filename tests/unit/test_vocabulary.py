@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
 
-from engine.core import decisions, states
+from engine.core import decisions, states, work
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "vocabulary" / "persisted.json"
@@ -31,6 +31,8 @@ ENUMS: tuple[type[StrEnum], ...] = (
     decisions.DecisionKind,
     decisions.Entity,
     decisions.JournalAction,
+    work.WorkState,
+    work.BindingState,
 )
 
 

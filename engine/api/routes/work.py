@@ -19,12 +19,14 @@ from engine.core.work import (
     DEFAULT_LEASE,
     MAX_KEY,
     MAX_LEASE,
+    MAX_REQUEST_ID,
     MAX_TITLE,
     WorkQuery,
     WorkRequest,
     WorkState,
     WorkTrigger,
     as_dict,
+    binding_dict,
 )
 
 WORK_STATES = frozenset({*(s.value for s in WorkState), "all"})
@@ -58,6 +60,15 @@ class ContinueWorkBody(BaseModel):
         default=int(DEFAULT_LEASE.total_seconds()), ge=1, le=int(MAX_LEASE.total_seconds())
     )
     note: str = Field(default="", max_length=2000)
+
+
+class BindWorkBody(BaseModel):
+    """Bind a reviewed work-bound loop shape to the item; `requestId` makes it
+    idempotent (the same id answers what it made)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    loop: str = Field(min_length=1, max_length=200)
+    requestId: str = Field(min_length=1, max_length=MAX_REQUEST_ID)
 
 
 async def _body(request: web.Request) -> object:
@@ -105,6 +116,28 @@ async def show_work(request: web.Request, _: query.Args) -> web.Response:
     _principal(request)
     found = await call_read(service(request).work_item, request.match_info["id"])
     return reply({"work": as_dict(found)})
+
+
+@routes.post("/work/{id}/bind")
+@query.accepts()
+async def bind_work(request: web.Request, _: query.Args) -> web.Response:
+    """201 with a new instance (in shadow); 200 with the one the request id or the
+    (work, shape) already made."""
+    actor = operator(request)
+    body = model_body(BindWorkBody, await _body(request))
+    work_id = request.match_info["id"]
+    made, created = await call(
+        service(request).bind_work, work_id, body.loop, actor, body.requestId
+    )
+    return reply({"binding": binding_dict(made), "created": created}, 201 if created else 200)
+
+
+@routes.get("/work/{id}/bindings")
+@query.accepts()
+async def work_bindings(request: web.Request, _: query.Args) -> web.Response:
+    operator(request)
+    found = await call_read(service(request).work_bindings, request.match_info["id"])
+    return reply({"bindings": [binding_dict(b) for b in found]})
 
 
 @routes.post("/work/{id}/continue")
