@@ -21,6 +21,11 @@ from engine.errors import BadRequest
 Clock = Callable[[], datetime]
 
 NOW_ENV = "ENGINE_NOW"
+# The instants ENGINE_NOW may place the clock at: from the unix epoch (a signed
+# timestamp is unix seconds) to well before datetime's end, so that a day ago, a
+# window ahead and a clock that runs on stay representable.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def system_clock() -> datetime:
@@ -30,7 +35,7 @@ def system_clock() -> datetime:
 
 def clock_from_env(value: str | None) -> Clock:
     """The system clock, or with ENGINE_NOW's `value` a clock that starts at that instant
-    and advances in real time. BadRequest when malformed."""
+    and advances in real time. BadRequest when malformed or outside 1970-9000."""
     if not value:
         return system_clock
     try:
@@ -41,6 +46,8 @@ def clock_from_env(value: str | None) -> Clock:
         raise BadRequest(
             f"{NOW_ENV}={value!r} is not an ISO-8601 time with an offset, e.g. 2026-12-01T09:00:00Z"
         )
+    if not EARLIEST <= start < LATEST:
+        raise BadRequest(f"{NOW_ENV}={value!r} is not between 1970 and 9000")
     offset = start - system_clock()
 
     def shifted() -> datetime:

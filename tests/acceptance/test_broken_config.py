@@ -141,6 +141,14 @@ def bad_lock_timeout(s: Setup) -> None:
     s.env["ENGINE_DB_LOCK_TIMEOUT"] = "soon"
 
 
+def now_before_year_one_in_utc(s: Setup) -> None:
+    s.env["ENGINE_NOW"] = "0001-01-01T00:00:00+14:00"
+
+
+def now_at_the_end_of_time(s: Setup) -> None:
+    s.env["ENGINE_NOW"] = "9999-12-31T23:59:59Z"
+
+
 def rules_not_utf8(s: Setup) -> None:
     (s.loops / "latin1.rules").write_bytes(b"# caf\xe9\nhuman_only api.work.requested\n")
 
@@ -217,6 +225,8 @@ CASES = [
     Case("url-with-unknown-option", url_with_unknown_option, 2, commands=DATABASE_COMMANDS),
     Case("url-malformed-with-password", url_malformed, 2, commands=DATABASE_COMMANDS),
     Case("bad-lock-timeout", bad_lock_timeout, 2, commands=DATABASE_COMMANDS),
+    Case("now-before-year-one-in-utc", now_before_year_one_in_utc, 2, commands=DATABASE_COMMANDS),
+    Case("now-at-the-end-of-time", now_at_the_end_of_time, 2, commands=DATABASE_COMMANDS),
     Case("rules-not-utf8", rules_not_utf8, 1, "E0907"),
     Case("rules-directory", rules_directory, 2, "E0905"),
     Case("rules-symlink-loop", rules_symlink_loop, 2, "E0905"),
