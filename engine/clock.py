@@ -16,16 +16,12 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from engine.core.timefmt import given_instant
 from engine.errors import BadRequest
 
 Clock = Callable[[], datetime]
 
 NOW_ENV = "ENGINE_NOW"
-# The instants ENGINE_NOW may place the clock at: from the unix epoch (a signed
-# timestamp is unix seconds) to well before datetime's end, so that a day ago, a
-# window ahead and a clock that runs on stay representable.
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def system_clock() -> datetime:
@@ -38,16 +34,11 @@ def clock_from_env(value: str | None) -> Clock:
     and advances in real time. BadRequest when malformed or outside 1970-9000."""
     if not value:
         return system_clock
-    try:
-        start = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        start = None
-    if start is None or start.tzinfo is None:
+    start = given_instant(value, NOW_ENV)
+    if start is None:
         raise BadRequest(
             f"{NOW_ENV}={value!r} is not an ISO-8601 time with an offset, e.g. 2026-12-01T09:00:00Z"
         )
-    if not EARLIEST <= start < LATEST:
-        raise BadRequest(f"{NOW_ENV}={value!r} is not between 1970 and 9000")
     offset = start - system_clock()
 
     def shifted() -> datetime:
