@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -35,14 +36,24 @@ def database_path(cli_value: str | None) -> str:
     when it is not a readable directory), else ./var/engine.db. A
     PostgreSQL URL given on the command line must not carry a password (every process
     listing shows it): BadRequest; put it in ENGINE_DATABASE_URL, PGPASSWORD or
-    ~/.pgpass instead."""
+    ~/.pgpass instead. A URL of another kind (mysql://…, sqlite://…) is a ConfigError,
+    never a path to create."""
     if cli_value and is_database_url(cli_value) and _has_password(cli_value):
         raise BadRequest(
             "--db carries a password, which every process listing shows; "
             f"set {URL_ENV} (or PGPASSWORD, or ~/.pgpass) instead"
         )
     found = cli_value or os.environ.get(URL_ENV) or os.environ.get("ENGINE_DB")
+    if found and not is_database_url(found) and (scheme := _OTHER_URL.match(found)):
+        raise ConfigError(
+            f"the database is a {scheme[1]}:// URL: give a postgresql:// URL or the path "
+            "of a SQLite file"
+        )
     return found or str(var_dir(instance_home()) / DATABASE_FILE)
+
+
+# A URL's scheme (RFC 3986), which no SQLite path the engine should create starts with.
+_OTHER_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def _has_password(url: str) -> bool:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from engine.core.timefmt import given_instant
 from engine.errors import BadRequest
 
 Clock = Callable[[], datetime]
@@ -30,14 +31,11 @@ def system_clock() -> datetime:
 
 def clock_from_env(value: str | None) -> Clock:
     """The system clock, or with ENGINE_NOW's `value` a clock that starts at that instant
-    and advances in real time. BadRequest when malformed."""
+    and advances in real time. BadRequest when malformed or outside 1970-9000."""
     if not value:
         return system_clock
-    try:
-        start = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        start = None
-    if start is None or start.tzinfo is None:
+    start = given_instant(value, NOW_ENV)
+    if start is None:
         raise BadRequest(
             f"{NOW_ENV}={value!r} is not an ISO-8601 time with an offset, e.g. 2026-12-01T09:00:00Z"
         )

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,38 @@ DB_HELP = (
     "$ENGINE_DATABASE_URL, else $ENGINE_DB, else var/engine.db in the instance "
     "directory or, without one, in the working directory)"
 )
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high` written in ASCII digits
+    (int() alone would take '٣', '1_000' and ' 7', and let '²' through as a traceback)."""
+
+    def parse(text: str) -> int:
+        if not (text.isascii() and text.isdigit()) or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {low} to {high}, not '{text}'"
+            )
+        return int(text)
+
+    return parse
+
+
+def number_between(kind: Callable[[str], float], low: float, high: float) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` (int or float) from `low` to `high`; never
+    nan or infinite, which fail the bounds."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text) if text.isascii() else None
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected a number from {low:g} to {high:g}, not '{text}'"
+            )
+        return value
+
+    return parse
 
 
 def add_db_option(parser: argparse.ArgumentParser, **extra: Any) -> None:

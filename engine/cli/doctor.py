@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from engine.cli import exits
-from engine.cli.common import print_json
+from engine.cli.common import print_json, whole_number
 from engine.cli.inspect import add_db_options, opened
 from engine.cli.render import guarded
 from engine.service.doctor import PILEUP
@@ -27,10 +27,7 @@ docs/scheduling.md.
 exit codes: 0 no anomaly; 1 anomalies found, no database, or invalid rules; 2 usage"""
 
 
-def count(text: str) -> int:
-    if not text.isdigit() or int(text) > 100_000:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 0, not '{text}'")
-    return int(text)
+count = whole_number(0, 100_000)
 
 
 def register(sub: Any) -> None:

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +21,7 @@ from engine.api import signing
 from engine.bridge import bridge_event_id, bridge_slot, retry_delays, tick_payload
 from engine.cli import client, exits
 from engine.cli.client import add_url_option
-from engine.cli.common import add_json_option, print_json
+from engine.cli.common import add_json_option, number_between, print_json
 from engine.cli.render import guarded
 from engine.clock import Clock, process_clock, unix_seconds
 from engine.core.durations import DurationError, parse_duration
@@ -77,14 +76,14 @@ def register(sub: Any) -> None:
     p.add_argument("--every", metavar="DURATION", help="the bridge loop's cadence (with --loop)")
     p.add_argument(
         "--retries",
-        type=_bounded(int, 0, 100),
+        type=number_between(int, 0, 100),
         default=RETRIES,
         metavar="N",
         help="retries while no runtime answers (default: %(default)s)",
     )
     p.add_argument(
         "--retry-max-seconds",
-        type=_bounded(float, 0.01, 3600),
+        type=number_between(float, 0.01, 3600),
         default=RETRY_MAX_SECONDS,
         metavar="SECONDS",
         help="the longest wait between two attempts (default: %(default)s)",
@@ -92,21 +91,6 @@ def register(sub: Any) -> None:
     add_url_option(p)
     add_json_option(p)
     p.set_defaults(handler=guarded(run_emit))
-
-
-def _bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[str], Any]:
-    """An argparse type: a number of `kind` from `low` to `high`."""
-
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected a number from {low:g} to {high:g}")
-        return value
-
-    return parse
 
 
 def _log(message: str) -> None:

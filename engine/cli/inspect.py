@@ -16,7 +16,13 @@ from typing import Any
 from engine.api import wire
 from engine.bootstrap import database_exists, database_path, open_service
 from engine.cli import exits
-from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
+from engine.cli.common import (
+    add_db_option,
+    add_json_option,
+    add_rules_options,
+    paths_from,
+    whole_number,
+)
 from engine.cli.render import Column, cell, fields, guarded, output, table
 from engine.core.decisions import Entity
 from engine.core.explain import tree as explain_tree
@@ -34,10 +40,7 @@ RUN_STATES = sorted({*(s.value for s in RunState), "all"})
 ENTITIES = tuple(str(e) for e in Entity)
 
 
-def positive(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 1000:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1000, not '{text}'")
-    return int(text)
+positive = whole_number(1, 1000)
 
 
 def seconds(text: str) -> float:
@@ -140,7 +143,9 @@ def register(sub: Any) -> None:
     p = parser_for(sub, "journal", "read the append-only journal", JOURNAL)
     p.add_argument("--entity", choices=ENTITIES, help="only records of this kind")
     p.add_argument("--id", dest="entity_id", metavar="ID", help="only records of this entity")
-    p.add_argument("--after", type=int, default=0, metavar="SEQ", help="records after SEQ")
+    p.add_argument(
+        "--after", type=whole_number(0, 2**62), default=0, metavar="SEQ", help="records after SEQ"
+    )
     p.add_argument("--limit", type=positive, default=100, help="(default: %(default)s)")
     p.add_argument(
         "--follow",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bootstrap import database_exists, database_path, open_service
-from engine.cli.common import add_db_option, paths_from
+from engine.cli.common import add_db_option, paths_from, whole_number
 from engine.cli.inspect import opened
 from engine.cli.operate import actor_of
 from engine.cli.render import Column, fields, guarded, output, table
@@ -97,10 +97,7 @@ def _options(p: argparse.ArgumentParser, top: bool) -> None:
     p.add_argument("--json", action="store_true", default=default(False), help="print JSON")
 
 
-def limit(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1000000, not '{text}'")
-    return int(text)
+limit = whole_number(1, 1_000_000)
 
 
 def _as(p: argparse.ArgumentParser) -> None:

@@ -8,14 +8,13 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from dsl.diagnostics import RulesError
 from engine.api.settings import EVENT_SECRET_ENV, GITHUB_SECRET_ENV, OPERATOR_TOKEN_ENV, Settings
 from engine.bootstrap import database_path, log_rule_warnings, open_service
 from engine.cli import exits
-from engine.cli.common import add_db_option, add_rules_options, paths_from
+from engine.cli.common import add_db_option, add_rules_options, number_between, paths_from
 from engine.cli.render import fail
 from engine.errors import EngineError
 from engine.logs import add_options as add_log_options
@@ -86,28 +85,28 @@ def register(sub: Any) -> None:
     edge = Settings()
     p.add_argument(
         "--max-connections",
-        type=_bounded(int, 1, 1_000_000),
+        type=number_between(int, 1, 1_000_000),
         default=edge.max_connections,
         metavar="N",
         help="open connections served at once (default: %(default)s)",
     )
     p.add_argument(
         "--idle-timeout",
-        type=_bounded(float, 0.1, 86_400),
+        type=number_between(float, 0.1, 86_400),
         default=edge.idle_seconds,
         metavar="SECONDS",
         help="close a connection idle (or its headers unfinished) this long (default: %(default)s)",
     )
     p.add_argument(
         "--body-timeout",
-        type=_bounded(float, 0.1, 86_400),
+        type=number_between(float, 0.1, 86_400),
         default=edge.body_seconds,
         metavar="SECONDS",
         help="answer 408 to a body not arrived this long after its headers (default: %(default)s)",
     )
     p.add_argument(
         "--probe-threads",
-        type=_bounded(int, 1, probing.MOST),
+        type=number_between(int, 1, probing.MOST),
         default=probing.SIZE,
         metavar="N",
         help="watch probes that run side by side, off the runtime loop (default: %(default)s)",
@@ -118,26 +117,9 @@ def register(sub: Any) -> None:
 
 
 def port(text: str) -> int:
-    if not text.isdigit() or not 0 <= int(text) <= 65535:
+    if not (text.isascii() and text.isdigit()) or not 0 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"a port is a number from 0 to 65535, not '{text}'")
     return int(text)
-
-
-def _bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[str], Any]:
-    """An argparse type: a number of `kind` from `low` to `high`."""
-
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(
-                f"expected a number from {low:g} to {high:g}, not '{text}'"
-            )
-        return value
-
-    return parse
 
 
 def _warn_closed(settings: Settings) -> None:

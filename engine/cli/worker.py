@@ -20,7 +20,13 @@ from engine.adapters import Adapters
 from engine.api import wire
 from engine.bootstrap import database_path, log_rule_warnings, open_service
 from engine.cli import exits
-from engine.cli.common import add_db_option, add_json_option, add_rules_options, paths_from
+from engine.cli.common import (
+    add_db_option,
+    add_json_option,
+    add_rules_options,
+    number_between,
+    paths_from,
+)
 from engine.cli.render import fail
 from engine.core.records import RunRecord
 from engine.errors import EngineError
@@ -48,26 +54,24 @@ def register(sub: Any) -> None:
     add_db_option(p)
     p.add_argument("--id", metavar="NAME", help="worker id in leases and the journal")
     p.add_argument(
-        "--lease", type=_positive, default=60.0, metavar="SECONDS", help="lease length (60)"
+        "--lease",
+        type=number_between(float, 1, 86_400),
+        default=60.0,
+        metavar="SECONDS",
+        help="lease length, 1 to 86400 (60)",
     )
     p.add_argument(
-        "--poll", type=_positive, default=1.0, metavar="SECONDS", help="idle poll interval (1)"
+        "--poll",
+        type=number_between(float, 0.01, 3600),
+        default=1.0,
+        metavar="SECONDS",
+        help="idle poll interval, 0.01 to 3600 (1)",
     )
     p.add_argument("--once", action="store_true", help="execute at most one run, then exit")
     add_rules_options(p)
     add_json_option(p)
     add_log_options(p)
     p.set_defaults(handler=handler)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be more than 0 seconds")
-    return value
 
 
 def handler(args: argparse.Namespace) -> int:

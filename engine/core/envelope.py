@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
@@ -15,6 +16,8 @@ EVENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,255}$"
 # every one of them has a UTC form that `iso` writes and `parse_iso` reads back.
 EARLIEST: Final = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST: Final = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+# A number, as pydantic would read one as unix seconds or milliseconds.
+_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
 
 
 class Envelope(BaseModel):
@@ -31,6 +34,15 @@ class Envelope(BaseModel):
     occurredAt: datetime
     correlationId: str = Field(default="", max_length=256)
     payload: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("occurredAt", mode="before")
+    @classmethod
+    def _not_a_number(cls, value: Any) -> Any:
+        """A number (or a text of one) is no instant with an offset: unix seconds or
+        milliseconds would be a guess, which pydantic alone makes."""
+        if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+            raise ValueError("occurredAt must be ISO-8601 with an offset, not a number")
+        return value
 
     @field_validator("occurredAt")
     @classmethod

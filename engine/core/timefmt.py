@@ -5,13 +5,19 @@ absolute ISO-8601 instants."""
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 
 from engine.core.envelope import parse_iso
+from engine.errors import BadRequest
 
 UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 JUST_NOW_SECONDS = 5  # closer than this either way reads `just now`
 INSTANT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z")
+# The instants a person may give (ENGINE_NOW, --since, --from, --to, ?since=): from the
+# unix epoch (a signed timestamp is unix seconds) to well before datetime's end, so
+# that a day before, a window after and a clock that runs on stay representable.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def relative(moment: datetime, now: datetime) -> str:
@@ -36,3 +42,19 @@ def relative_text(text: str | None, now: datetime) -> str | None:
     """`relative` of a wire instant; any other text as it is."""
     moment = instant(text) if text else None
     return text if moment is None else relative(moment, now)
+
+
+def given_instant(text: str, name: str = "") -> datetime | None:
+    """The instant a person wrote, ISO-8601 with an offset, in UTC; None when it is not
+    one; BadRequest (`bad_time`, naming `name` and the text) when it lies outside 1970
+    up to 9000, which the engine does not take."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    if not EARLIEST <= moment < LATEST:
+        shown = f"{name} '{text[:60]}'".strip()
+        raise BadRequest(f"{shown} is not between 1970 and 9000", reason="bad_time")
+    return moment.astimezone(UTC)

@@ -7,13 +7,13 @@ admits one event that routes can turn into (human-approved) work."""
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 from engine.core.decisions import DUPLICATE_REASONS, DecisionKind, Entity, is_human
 from engine.core.envelope import Envelope, iso
 from engine.core.records import FindingRecord, OccurrenceRecord, RunRecord
 from engine.core.states import FindingStatus
+from engine.core.timefmt import given_instant
 from engine.errors import BadRequest, Conflict, Forbidden, NotFound
 from engine.service.admission import admit_in, check
 from engine.service.context import Runtime
@@ -176,13 +176,10 @@ def _instant(text: str) -> str:
     the occurrence opened at 13:00:00.5; "" is the beginning. BadRequest otherwise."""
     if not text:
         return ""
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
+    moment = given_instant(text, "since")
+    if moment is None:
         raise BadRequest(f"since must be an ISO-8601 time with an offset, not '{text}'")
-    return iso(moment.astimezone(UTC))
+    return iso(moment)
 
 
 def _window(occ: OccurrenceRecord) -> dict[str, Any]:

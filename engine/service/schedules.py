@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from dsl.diagnostics import did_you_mean
@@ -19,6 +19,7 @@ from engine.core.records import EventRecord, LoopState, ObservationRecord, RunRe
 from engine.core.ruleset import Loop, TriggerKind, overlap_line
 from engine.core.slots import IntervalSlots, SkipReason, Slots, next_fires, slots_of
 from engine.core.ticks import SLOT_SOURCES, manual_tick, slot_text, tick
+from engine.core.timefmt import given_instant
 from engine.core.triggers import AFTER_SOURCE, EVENT_SOURCE
 from engine.errors import BadRequest, Conflict, NotFound
 from engine.service.admission import Admission, admit, admit_in
@@ -52,12 +53,9 @@ def parse_when(text: str, now: datetime) -> datetime:
     value = text.strip()
     if value == "now":
         return now
-    try:
-        moment: datetime | None = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        moment = None
-    if moment is not None and moment.tzinfo is not None:
-        return moment.astimezone(UTC)
+    moment = given_instant(value)
+    if moment is not None:
+        return moment
     try:
         return now - timedelta(seconds=parse_duration(value.removeprefix("-")))
     except DurationError:

@@ -23,7 +23,7 @@ import gc
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from engine.core.registry import Definition
 from engine.core.ruleset import RuleSet
 from engine.core.simulation import Records, prediction
 from engine.core.states import ProposalState, RunState
+from engine.core.timefmt import given_instant
 from engine.core.validation import Validators
 from engine.errors import BadRequest, Conflict, NotFound
 from engine.service import Service
@@ -321,17 +322,14 @@ def parse_span(text: str) -> tuple[datetime, datetime]:
 
 def parse_time(text: str, option: str) -> datetime:
     """An ISO-8601 time with an offset, in UTC; BadRequest otherwise."""
-    try:
-        moment: datetime | None = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
+    moment = given_instant(text, option)
+    if moment is None:
         raise BadRequest(
             f"{option} '{text[:60]}' is not a time: write ISO-8601 with an offset, "
             "such as 2026-12-01T03:00:00Z",
             reason="bad_time",
         )
-    return moment.astimezone(UTC)
+    return moment
 
 
 def seeded(source: Store) -> MemoryDatabase:

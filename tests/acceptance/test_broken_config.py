@@ -137,8 +137,25 @@ def url_malformed(s: Setup) -> None:
     s.env["ENGINE_DATABASE_URL"] = f"postgresql://engine:{DB_PASSWORD}@[db.internal/engine"
 
 
+def url_of_another_database(s: Setup) -> None:
+    s.db = "mysql://engine@db.internal/engine"
+
+
+def url_of_another_database_in_the_environment(s: Setup) -> None:
+    s.db = ""
+    s.env["ENGINE_DATABASE_URL"] = f"mysql://engine:{DB_PASSWORD}@db.internal/engine"
+
+
 def bad_lock_timeout(s: Setup) -> None:
     s.env["ENGINE_DB_LOCK_TIMEOUT"] = "soon"
+
+
+def now_before_year_one_in_utc(s: Setup) -> None:
+    s.env["ENGINE_NOW"] = "0001-01-01T00:00:00+14:00"
+
+
+def now_at_the_end_of_time(s: Setup) -> None:
+    s.env["ENGINE_NOW"] = "9999-12-31T23:59:59Z"
 
 
 def rules_not_utf8(s: Setup) -> None:
@@ -216,7 +233,16 @@ CASES = [
     Case("db-of-a-newer-engine", db_of_a_newer_engine, 2, commands=DATABASE_COMMANDS),
     Case("url-with-unknown-option", url_with_unknown_option, 2, commands=DATABASE_COMMANDS),
     Case("url-malformed-with-password", url_malformed, 2, commands=DATABASE_COMMANDS),
+    Case("url-of-another-database", url_of_another_database, 2, commands=DATABASE_COMMANDS),
+    Case(
+        "url-of-another-database-in-the-environment",
+        url_of_another_database_in_the_environment,
+        2,
+        commands=DATABASE_COMMANDS,
+    ),
     Case("bad-lock-timeout", bad_lock_timeout, 2, commands=DATABASE_COMMANDS),
+    Case("now-before-year-one-in-utc", now_before_year_one_in_utc, 2, commands=DATABASE_COMMANDS),
+    Case("now-at-the-end-of-time", now_at_the_end_of_time, 2, commands=DATABASE_COMMANDS),
     Case("rules-not-utf8", rules_not_utf8, 1, "E0907"),
     Case("rules-directory", rules_directory, 2, "E0905"),
     Case("rules-symlink-loop", rules_symlink_loop, 2, "E0905"),
@@ -301,7 +327,8 @@ def expected_exit(case: Case, command: str) -> int:
 def test_a_broken_configuration_is_one_line_and_its_exit_code(case: Case, tmp_path: Path) -> None:
     """Each command refuses the broken configuration with its documented exit code and
     exactly one `error:` line naming what is wrong (or the rules' located diagnostics),
-    with no traceback and no secret in anything it prints."""
+    with no traceback and no secret in anything it prints, and creates no file named
+    after a URL's scheme."""
     setup = fresh(tmp_path)
     case.breaks(setup)
     if setup.unprivileged and os.geteuid() == 0 and shutil.which("setpriv") is None:
@@ -321,6 +348,8 @@ def test_a_broken_configuration_is_one_line_and_its_exit_code(case: Case, tmp_pa
             located = [ln for ln in result.stderr.splitlines() if ": error[E" in ln]
             assert located and all(ln.split(":")[1].isdigit() for ln in located), where
             assert len(errors) == (1 if command == "check" else 0), where
+    made = [p.name for p in setup.root.iterdir() if p.name.endswith(":")]
+    assert not made, f"a database URL was taken for a path and created: {made}"
 
 
 def test_a_read_only_database_is_still_listed(tmp_path: Path) -> None:

@@ -387,6 +387,18 @@ def test_unknown_query_parameters_are_400_naming_them(
         assert nothing_written(api_serve, body["eventId"])
 
 
+@pytest.mark.parametrize(
+    "since", ["0001-01-01T00:00:00%2B14:00", "9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00Z"]
+)
+def test_a_since_at_the_ends_of_time_is_a_400_bad_time(api_serve: Any, since: str) -> None:
+    """`?since=` before 1970 or from 9000 on (in UTC past year 1 or 9999 at the extremes)
+    is a 400 `bad_time` naming it, not a 500 from moving it to UTC."""
+    path = f"/schedules/any-loop/slots?since={since}"
+    status, answer = api_serve.request("GET", path, token=api_serve.token("alice"))
+    assert status == 400 and answer["details"] == {"reason": "bad_time"}, answer
+    assert "not between 1970 and 9000" in answer["message"]
+
+
 def test_a_query_parameter_given_twice_is_400(api_serve: Any) -> None:
     """`?limit=1&limit=2` is ambiguous: refused rather than one of them picked."""
     status, answer = api_serve.request("GET", "/runs?limit=1&limit=2", token=api_serve.token("bob"))

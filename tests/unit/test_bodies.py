@@ -300,6 +300,14 @@ def envelope(**fields: Any) -> Envelope:
     return Envelope(eventId="e-1", type="a.b", source="manual", **fields)
 
 
+@pytest.mark.parametrize("moment", [1700000000, 1700000000.5, "1700000000", "1.7e9", 0, True])
+def test_a_number_is_no_occurred_at(moment: Any) -> None:
+    """Unix seconds (or milliseconds: a guess either way) are refused, as a number or
+    as its text: `occurredAt` is ISO-8601 with an offset (docs/api.md), a 422 naming it."""
+    with pytest.raises(ValidationError, match="occurredAt must be ISO-8601 with an offset"):
+        envelope(occurredAt=moment)
+
+
 @pytest.mark.parametrize(
     "moment",
     [

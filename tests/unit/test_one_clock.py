@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine import clock
+from engine.errors import BadRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 CLOCK_MODULE = ROOT / "engine" / "clock.py"
@@ -93,10 +94,30 @@ def test_the_process_clock_runs_on_from_its_first_read(monkeypatch: pytest.Monke
     assert clock.process_clock() is clock.system_clock
 
 
-@given(st.datetimes(timezones=st.just(UTC), min_value=datetime(1971, 1, 1)))
+@given(
+    st.datetimes(
+        timezones=st.just(UTC), min_value=datetime(1971, 1, 1), max_value=datetime(8999, 12, 31)
+    )
+)
 def test_a_placed_clock_starts_at_its_instant(start: datetime) -> None:
     """ENGINE_NOW=<instant> gives a clock that reads that instant (to the second) at once,
     whatever the system time."""
     placed = clock.clock_from_env(start.isoformat())
     assert abs((placed() - start).total_seconds()) < 60
     assert clock.unix_seconds(placed) - int(start.timestamp()) in range(0, 60)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "0001-01-01T00:00:00+14:00",
+        "1969-12-31T23:59:59Z",
+        "9000-01-01T00:00:00Z",
+        "9999-12-31T23:59:59Z",
+    ],
+)
+def test_a_placed_clock_outside_1970_to_9000_is_refused(value: str) -> None:
+    """ENGINE_NOW before the unix epoch or too near datetime's end is a bad setting
+    (exit 2), not a clock whose next read or "a day ago" overflows."""
+    with pytest.raises(BadRequest, match="between 1970 and 9000"):
+        clock.clock_from_env(value)
