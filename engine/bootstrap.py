@@ -38,6 +38,8 @@ def database_path(cli_value: str | None) -> str:
     listing shows it): BadRequest; put it in ENGINE_DATABASE_URL, PGPASSWORD or
     ~/.pgpass instead. A URL of another kind (mysql://…, sqlite://…) is a ConfigError,
     never a path to create."""
+    if cli_value is not None and not cli_value.strip():
+        raise BadRequest("--db is empty: give the path of a SQLite file or a postgresql:// URL")
     if cli_value and is_database_url(cli_value) and _has_password(cli_value):
         raise BadRequest(
             "--db carries a password, which every process listing shows; "

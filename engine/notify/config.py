@@ -279,8 +279,16 @@ def env_sinks(environ: Mapping[str, str]) -> list[Sink]:
         raise ConfigError(f"{SECRET_ENV} is set but {WEBHOOK_ENV} is not: no webhook to sign")
     log = environ.get(LOG_ENV, "").strip()
     if log:
-        found.append(LogSink("log", Path(log)))
+        found.append(_log_sink("log", Path(log), LOG_ENV))
     return found
+
+
+def _log_sink(name: str, path: Path, where: str) -> LogSink:
+    """A JSON-lines sink; a path that is a directory could never be appended to, so it
+    stops the runtime at start (ConfigError) rather than fail every delivery."""
+    if path.is_dir():
+        raise ConfigError(f"{where}: {path} is a directory, not a file to append to")
+    return LogSink(name, path)
 
 
 def file_sink(entry: Entry, environ: Mapping[str, str], config: Path) -> Sink:
@@ -296,7 +304,7 @@ def file_sink(entry: Entry, environ: Mapping[str, str], config: Path) -> Sink:
         )
         return _webhook_sink(entry.name, url, secret, where)
     path = Path(str(s.log))
-    return LogSink(entry.name, path if path.is_absolute() else config.parent / path)
+    return _log_sink(entry.name, path if path.is_absolute() else config.parent / path, where)
 
 
 def load(config: Path, environ: Mapping[str, str]) -> Notifying:

@@ -181,3 +181,21 @@ def test_a_variable_the_file_names_must_be_set(tmp_path: Path) -> None:
     assert refused.value.message.endswith(
         "notifications.yaml:2: sink 'chat': url_env names CHAT_URL, which is not set"
     )
+
+
+def test_a_log_sink_that_is_a_directory_stops_the_runtime(tmp_path: Path) -> None:
+    """ENGINE_NOTIFY_LOG, or a file's `log:`, naming a directory could never be
+    appended to: a configuration error at start (exit 2) naming it, not a sink that
+    fails every delivery."""
+    with pytest.raises(ConfigError) as refused:
+        config.load(tmp_path, {"ENGINE_NOTIFY_LOG": str(tmp_path)})
+    assert (
+        refused.value.message
+        == f"ENGINE_NOTIFY_LOG: {tmp_path} is a directory, not a file to append to"
+    )
+    assert refused.value.exit_code == 2
+    (tmp_path / "c").mkdir()
+    folder = written(tmp_path / "c", "sinks:\n  file:\n    log: /\n")
+    with pytest.raises(ConfigError) as refused:
+        config.load(folder, {})
+    assert "sink 'file': / is a directory" in refused.value.message
