@@ -418,3 +418,16 @@ def open_store(store_database: str) -> Iterator[Factory]:
 def open_pg_store(postgresql_database: str) -> Iterator[Factory]:
     """Like `open_store`, on PostgreSQL only: for what only a server backend allows."""
     yield from stores(postgresql_database)
+
+
+# ---- bytecode is cached, as a user's Python caches it ----------------------------------
+# Appended block with its own imports (E402): several people append to this file. With
+# PYTHONDONTWRITEBYTECODE set (some machines set it for every shell), every `engine`
+# subprocess of the suite compiled the whole package from source again, and pytest
+# rewrote every test module's asserts again in each worker: on a fresh clone on two
+# cores, the subprocess-level tests took twice as long (docs/testing.md#running-them).
+# Caching bytecode changes nothing a test checks.
+
+
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False

@@ -362,9 +362,10 @@ def environment(instance: Path) -> dict[str, str]:
         LC_ALL="C.UTF-8",
         COLUMNS="80",
         PYTHONUNBUFFERED="1",
-        PYTHONDONTWRITEBYTECODE="1",
     )
     keep.pop("NO_COLOR", None)
+    # Bytecode is written as a reader's Python writes it (tests/conftest.py says why).
+    keep.pop("PYTHONDONTWRITEBYTECODE", None)
     return keep
 
 
