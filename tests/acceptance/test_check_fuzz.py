@@ -15,12 +15,12 @@ from __future__ import annotations
 import io
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -156,35 +156,48 @@ BYTES = st.one_of(
 # ---- running the check ----------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the shipped loops/ and registry/, with an empty config/, made once for
+    every example: each puts its file back as it was (`changed`)."""
+    root = tmp_path_factory.mktemp("engine-check-fuzz")
+    shutil.copytree(ROOT / "loops", root / "loops")
+    shutil.copytree(ROOT / "registry", root / "registry")
+    (root / "config").mkdir()
+    return root
+
+
 @contextmanager
-def tree() -> Iterator[Path]:
-    """A fresh copy of the shipped loops/ and registry/, with an empty config/."""
-    root = Path(tempfile.mkdtemp(prefix="engine-check-fuzz-"))
+def changed(root: Path, name: str, data: bytes) -> Iterator[None]:
+    """The tree at `root` with `name` holding `data`, then as it was again (the shipped
+    file's bytes, or no file)."""
+    file = root / name
+    before = file.read_bytes() if file.exists() else None
+    file.write_bytes(data)
     try:
-        shutil.copytree(ROOT / "loops", root / "loops")
-        shutil.copytree(ROOT / "registry", root / "registry")
-        (root / "config").mkdir()
-        yield root
+        yield
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if before is None:
+            file.unlink()
+        else:
+            file.write_bytes(before)
 
 
 def check(root: Path, name: str, data: bytes) -> tuple[int, str, str]:
     """`engine check` of the tree with `name` holding `data`: its exit, stdout, stderr."""
-    (root / name).write_bytes(data)
     where = {"--rules": "loops", "--registry": "registry", "--config": "config"}
     options = [part for flag, folder in where.items() for part in (flag, str(root / folder))]
     out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
+    with changed(root, name, data), redirect_stdout(out), redirect_stderr(err):
         code = main(["check", "--no-cache", *options])
     return code, out.getvalue(), err.getvalue()
 
 
-def checks_cleanly(name: str, data: bytes) -> None:
-    """`engine check` with `name` holding `data`: exit 0 with its summary, or 1 or 2
-    with one located line a problem and the count of them; nothing else printed."""
-    with tree() as root:
-        code, out, err = check(root, name, data)
+def checks_cleanly(root: Path, name: str, data: bytes) -> None:
+    """`engine check` of the tree at `root` with `name` holding `data`: exit 0 with its
+    summary, or 1 or 2 with one located line a problem and the count of them; nothing
+    else printed."""
+    code, out, err = check(root, name, data)
     assert code in (0, 1, 2), (code, err)
     assert "Traceback" not in out + err
     lines = err.splitlines()
@@ -206,17 +219,21 @@ def checks_cleanly(name: str, data: bytes) -> None:
 
 @FUZZ
 @given(data=st.data(), name=st.sampled_from(sorted(SHAPES)))
-def test_check_of_any_configuration_shape_is_clean(data: st.DataObject, name: str) -> None:
+def test_check_of_any_configuration_shape_is_clean(
+    root: Path, data: st.DataObject, name: str
+) -> None:
     """Random YAML built from the real field names in repos.yaml, schedule.yaml or
     registry/probes.yaml."""
-    checks_cleanly(name, dump(data.draw(SHAPES[name])).encode())
+    checks_cleanly(root, name, dump(data.draw(SHAPES[name])).encode())
 
 
 @FUZZ
 @given(data=st.data(), name=st.sampled_from(sorted({**SHIPPED_LISTS, **SHIPPED_MAPS})))
-def test_check_of_a_registry_with_one_random_field_is_clean(data: st.DataObject, name: str) -> None:
+def test_check_of_a_registry_with_one_random_field_is_clean(
+    root: Path, data: st.DataObject, name: str
+) -> None:
     """The shipped definitions or event types with one field (or entry) made random."""
-    checks_cleanly(name, data.draw(changed_registry(name)).encode())
+    checks_cleanly(root, name, data.draw(changed_registry(name)).encode())
 
 
 @FUZZ
@@ -238,7 +255,7 @@ def test_check_of_a_registry_with_one_random_field_is_clean(data: st.DataObject,
 @example(name="config/repos.yaml", data=b"repos:\n  ? !!float nan repos\n")  # a ValueError
 @example(name="registry/probes.yaml", data=b"probes: [!!float 1e3e4]\n")  # another
 @example(name="config/schedule.yaml", data=b"%YAML 1.1\n---\na: 1e3\n")  # a 1.1 warning
-def test_check_of_any_hostile_yaml_is_clean(name: str, data: bytes) -> None:
+def test_check_of_any_hostile_yaml_is_clean(root: Path, name: str, data: bytes) -> None:
     """Tags, directives, anchors, merge keys and stray marks, or random bytes, in any
     configuration or registry file."""
-    checks_cleanly(name, data)
+    checks_cleanly(root, name, data)

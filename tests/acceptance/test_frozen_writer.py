@@ -25,7 +25,7 @@ from typing import Any
 from conftest import API_TREE, EVENT_SECRET, OPERATOR_TOKENS, Serve, launch_serve
 
 LOCK_S = 3.0  # the healthy serve's ENGINE_DB_LOCK_TIMEOUT
-IDLE_S = 15.0  # PostgreSQL: the holder's ENGINE_DB_IDLE_TIMEOUT, well past the steps below
+IDLE_S = 12.0  # PostgreSQL: the holder's ENGINE_DB_IDLE_TIMEOUT, well past the steps below
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 # A process that opens the store the way serve does, takes the writer lock, says so and
@@ -73,13 +73,11 @@ def start_holder(database: str) -> subprocess.Popen[str]:
     return holder
 
 
-def commands(
-    serve: Serve, database: str, *argvs: list[str]
-) -> list[subprocess.CompletedProcess[str]]:
-    """Run `engine` commands on the serve's database and rules (at once, as real
-    subprocesses) with the serve's lock timeout; their results."""
+def start_commands(serve: Serve, database: str, *argvs: list[str]) -> list[subprocess.Popen[str]]:
+    """Start `engine` commands on the serve's database and rules (at once, as real
+    subprocesses) with the serve's lock timeout."""
     env = {**serve.env, "ENGINE_DB_LOCK_TIMEOUT": str(LOCK_S)}
-    started = [
+    return [
         subprocess.Popen(
             [sys.executable, "-m", "engine", *argv, *serve.argv(), "--db", database],
             env=env,
@@ -89,6 +87,10 @@ def commands(
         )
         for argv in argvs
     ]
+
+
+def results(started: list[subprocess.Popen[str]]) -> list[subprocess.CompletedProcess[str]]:
+    """What the commands of `start_commands` answered, once they end."""
     done = []
     for process in started:
         out, err = process.communicate(timeout=LOCK_S * 10)
@@ -139,6 +141,8 @@ def test_a_stopped_writer_never_stalls_a_healthy_serve(database: str, tmp_path: 
         time.sleep(0.3)  # the admissions now wait for the lock in the serve
         status, found = call(serve, "GET", "/status", None, LOCK_S / 2)
         assert status == 200 and all(t.is_alive() for t in waiting), "/status waited"
+        # while the admissions wait: a read and a write from the command line
+        started = start_commands(serve, database, ["runs"], ["reap", "--apply"])
         for thread in waiting:
             thread.join(LOCK_S * 8)
         assert len(answers) == 12 and len({a[0] for a in answers}) == 1, answers
@@ -150,7 +154,7 @@ def test_a_stopped_writer_never_stalls_a_healthy_serve(database: str, tmp_path: 
         )
         status, found = call(serve, "GET", "/status", None, LOCK_S / 2)
         assert (status, found["ok"], found["store"]["reason"]) == (200, False, "database_busy")
-        listing, writing = commands(serve, database, ["runs"], ["reap", "--apply"])
+        listing, writing = results(started)
         assert listing.returncode == 0, listing.stderr
         errors = [line for line in writing.stderr.splitlines() if line.startswith("error:")]
         assert writing.returncode == 1 and len(errors) == 1 and "busy" in errors[0]

@@ -1,9 +1,10 @@
 """Several processes on one database, killed at random and restarted (issues 7 and
 12): real `engine serve` and `engine worker` processes over tests/data/multiprocess,
 whose two loops (`wave`, read-only, every minute; `act`, mutating, every ten minutes;
-catch-up all, auto-approved) are put to sleep for 600 minutes so that every serve
-wakes up to a wave of 662 due slots at once (more than the chaos's 15 seconds
-work off, so the blows fall while it is admitted, planned and worked).
+catch-up all, auto-approved) are put to sleep for 150 minutes so that every serve
+wakes up to a wave of 167 due slots at once (more than the chaos's 10 seconds, which
+begin once the serves listen, work off on two cores, so the blows fall while it is
+admitted, planned and worked, and little is left to drain after them).
 
 While the wave is admitted, planned and worked off, processes are SIGKILLed at random
 moments (seeded) and started again (once, a worker in the middle of mutating work), or,
@@ -46,12 +47,12 @@ from databases import rows
 ROOT = Path(__file__).resolve().parent.parent.parent
 TREE = ROOT / "tests" / "data" / "multiprocess"
 T0 = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)  # the loop is first seen (enabled) here
-WAVE = 600  # minutes asleep: slots due at once on waking
+WAVE = 150  # minutes asleep: slots due at once on waking
 CADENCE = {"wave": 1, "act": 10}  # minutes
 MUTATING = frozenset({"act"})
 WAKE = T0 + timedelta(minutes=WAVE)
 LEASE_SECONDS = 2
-CHAOS_SECONDS = 15
+CHAOS_SECONDS = 10
 TERMINAL = {"succeeded", "failed", "timed_out", "cancelled"}
 
 pytestmark = pytest.mark.slow
@@ -79,6 +80,7 @@ class Fleet:
     workdir: Path
     began: float = field(default_factory=time.monotonic)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)  # of the serves
     starts: Counter[str] = field(default_factory=Counter)
     kills: list[str] = field(default_factory=list)
     freezes: list[str] = field(default_factory=list)
@@ -104,7 +106,8 @@ class Fleet:
         tree = ["--db", self.db, "--rules", str(TREE / "loops")]
         tree += ["--registry", str(TREE / "registry"), "--config", str(TREE / "config")]
         if name.startswith("serve"):
-            argv = ["serve", "--no-worker", "--port", str(free_port()), *tree]
+            self.ports[name] = free_port()
+            argv = ["serve", "--no-worker", "--port", str(self.ports[name]), *tree]
         else:
             argv = ["worker", "--lease", str(LEASE_SECONDS), "--poll", "0.05", *tree]
         self.starts[name] += 1
@@ -117,6 +120,18 @@ class Fleet:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+
+    def listening(self) -> bool:
+        """Whether the running serves (one at least) all accept connections: each has
+        opened the database, and its scheduler is about to wake up to the wave."""
+        import socket
+
+        running = [p for n, p in self.ports.items() if self.procs[n].poll() is None]
+        for port in running:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) != 0:
+                    return False
+        return bool(running)
 
     def kill(self, name: str) -> None:
         self.procs[name].send_signal(signal.SIGKILL)
@@ -401,6 +416,7 @@ def run_wave(
         ]
         for name in names:
             fleet.start(name)
+        wait_until(fleet.listening, "the serves listening", fleet, 60)
         chaos(fleet, names, seed, restart_database)
         for name in names:  # every process back up, to drain what is left
             if fleet.procs[name].poll() is not None:

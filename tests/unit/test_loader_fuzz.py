@@ -5,11 +5,11 @@ with located diagnostics, never in another exception (a traceback for the operat
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -51,23 +51,37 @@ BYTES = st.one_of(
 )
 
 
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the shipped loops/ and registry/, with an empty config/, made once for
+    every example: each puts its file back as it was (`loads_or_refuses`)."""
+    root = tmp_path_factory.mktemp("engine-fuzz")
+    shutil.copytree(ROOT / "loops", root / "loops")
+    shutil.copytree(ROOT / "registry", root / "registry")
+    (root / "config").mkdir()
+    return root
+
+
 @contextmanager
-def tree() -> Iterator[Path]:
-    """A fresh copy of the shipped loops/ and registry/, with an empty config/."""
-    root = Path(tempfile.mkdtemp(prefix="engine-fuzz-"))
+def changed(file: Path, data: bytes) -> Iterator[None]:
+    """`file` holding `data`, then as it was again (its bytes, or no file)."""
+    before = file.read_bytes() if file.exists() else None
+    file.write_bytes(data)
     try:
-        shutil.copytree(ROOT / "loops", root / "loops")
-        shutil.copytree(ROOT / "registry", root / "registry")
-        (root / "config").mkdir()
-        yield root
+        yield
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if before is None:
+            file.unlink()
+        else:
+            file.write_bytes(before)
 
 
-def loads_or_refuses(root: Path) -> None:
-    """load_rules answers a RuleSet or a RulesError whose diagnostics all have a place."""
+def loads_or_refuses(root: Path, file: Path, data: bytes) -> None:
+    """With `file` of the tree at `root` holding `data`, load_rules answers a RuleSet or
+    a RulesError whose diagnostics all have a place."""
     try:
-        load_rules(Paths(root / "loops", root / "registry", root / "config"))
+        with changed(file, data):
+            load_rules(Paths(root / "loops", root / "registry", root / "config"))
     except RulesError as err:
         assert err.diagnostics
         assert all(d.code and d.span.file and d.span.line >= 1 for d in err.diagnostics)
@@ -75,11 +89,9 @@ def loads_or_refuses(root: Path) -> None:
 
 @FUZZ
 @given(data=BYTES)
-def test_any_rule_file_loads_or_is_a_located_error(data: bytes) -> None:
+def test_any_rule_file_loads_or_is_a_located_error(root: Path, data: bytes) -> None:
     """A rule file of any bytes (text, binary, invalid UTF-8, deep nesting)."""
-    with tree() as root:
-        (root / "loops" / "fuzz.rules").write_bytes(data)
-        loads_or_refuses(root)
+    loads_or_refuses(root, root / "loops" / "fuzz.rules", data)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -106,27 +118,23 @@ def test_any_rule_text_parses_or_every_syntax_error_is_located_once(text: str) -
     data=BYTES,
 )
 @example(name="event-types.yaml", data=b"=")  # YAML's value tag: a node with no place
-def test_any_registry_file_loads_or_is_a_located_error(name: str, data: bytes) -> None:
+def test_any_registry_file_loads_or_is_a_located_error(root: Path, name: str, data: bytes) -> None:
     """A registry file of any bytes, in place of the shipped one."""
-    with tree() as root:
-        (root / "registry" / name).write_bytes(data)
-        loads_or_refuses(root)
+    loads_or_refuses(root, root / "registry" / name, data)
 
 
 @FUZZ
 @given(name=st.sampled_from(("schedule.yaml", "repos.yaml")), data=BYTES)
-def test_any_instance_config_loads_or_is_a_located_error(name: str, data: bytes) -> None:
+def test_any_instance_config_loads_or_is_a_located_error(
+    root: Path, name: str, data: bytes
+) -> None:
     """config/schedule.yaml or repos.yaml of any bytes."""
-    with tree() as root:
-        (root / "config" / name).write_bytes(data)
-        loads_or_refuses(root)
+    loads_or_refuses(root, root / "config" / name, data)
 
 
 @FUZZ
 @given(data=BYTES)
-def test_any_schema_file_loads_or_is_a_located_error(data: bytes) -> None:
+def test_any_schema_file_loads_or_is_a_located_error(root: Path, data: bytes) -> None:
     """A JSON Schema of the registry of any bytes."""
-    with tree() as root:
-        schema = next(iter(sorted((root / "registry" / "schemas").glob("*.json"))))
-        schema.write_bytes(data)
-        loads_or_refuses(root)
+    schema = next(iter(sorted((root / "registry" / "schemas").glob("*.json"))))
+    loads_or_refuses(root, schema, data)
