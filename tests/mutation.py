@@ -115,6 +115,8 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "engine/core/decide.py": (
         (
             "tests/unit/test_decide.py",
+            "tests/unit/test_decide_paths.py",
+            "tests/unit/test_decide_ending.py",
             "tests/unit/test_batched_planning.py",
             "tests/unit/test_codec.py",
             "tests/unit/test_resume.py",
