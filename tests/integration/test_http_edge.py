@@ -288,7 +288,10 @@ def test_a_second_sigterm_during_shutdown_exits_0_without_a_traceback(
     assert serve.request("POST", "/inject", event)[0] == 202
     serve.wait_for("/runs?state=running", lambda a: len(a["runs"]) == 1, "tok", within=15)
     serve.process.send_signal(signal.SIGTERM)
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10  # until the first has started the shutdown
+    while "SIGTERM: shutting down" not in serve.log.read_text():
+        assert time.monotonic() < deadline, serve.log.read_text()
+        time.sleep(0.02)
     serve.process.send_signal(signal.SIGTERM)
     started = time.monotonic()
     assert serve.process.wait(15) == 0
