@@ -195,14 +195,13 @@ def test_below_the_limit_a_trigger_opens_its_own_occurrence() -> None:
 def test_quiet_backoff_holds_until_its_instant_and_not_at_it() -> None:
     """Before `quiet_until` a tick is the no-op `quiet_backoff`, its note saying how many
     nothing_to_do in a row and until when; from that instant on the loop decides again."""
-    until = AT
     before = loop_state("single", nothing_streak=4, quiet_until=iso(SLOT + timedelta(hours=1)))
     plan = planned(event("single"), state=before)
     record = decided(plan)
     assert (record.kind, record.reason) == ("noop", "quiet_backoff")
     assert record.note == f"4 nothing_to_do in a row: quiet until {before.quiet_until}"
-    at = loop_state("single", nothing_streak=4, quiet_until=until)
-    assert decided(planned(event("single"), state=at)).kind == "run"
+    over = loop_state("single", nothing_streak=4, quiet_until=AT)  # quiet until now
+    assert decided(planned(event("single"), state=over)).kind == "run"
 
 
 # ---- what an opened occurrence records ----------------------------------------------------
