@@ -395,31 +395,36 @@ def load_definitions(
 def _definitions(
     root: Root, path: Path, collector: Collector, fast: bool
 ) -> list[Located[Definition]]:
-    found = _section(root, path, "definitions", list, collector, fast)
+    return _entries(Definition, root, path, "definitions", collector, fast)
+
+
+def _entries(
+    model: type[M],
+    root: Root,
+    path: Path,
+    key: str,
+    collector: Collector,
+    fast: bool,
+    accept: Callable[[M, str, Any, Collector], bool] | None = None,
+) -> list[Located[M]]:
+    """A registry file's list under `key`, each entry validated into `model` (E0902 at
+    its key) and kept when `accept` (a check beyond the model's) lets it."""
+    found = _section(root, path, key, list, collector, fast)
     if found is None:
         return []
     file, section = found
-    out: list[Located[Definition]] = []
+    out: list[Located[M]] = []
     for index, body in enumerate(section):
-        definition = validate(Definition, body, file, body, collector)
-        if definition is not None:
-            out.append(Located(definition, node_span(file, section, index), _key_spans(file, body)))
+        entry = validate(model, body, file, body, collector)
+        if entry is not None and (accept is None or accept(entry, file, body, collector)):
+            out.append(Located(entry, node_span(file, section, index), _key_spans(file, body)))
     return out
 
 
 def load_probes(registry: Path, collector: Collector, fast: bool = False) -> list[Located[Probe]]:
     """registry/probes.yaml (optional): the probes watch loops poll."""
-    root = Root(LAYOUT["registry"], registry)
-    found = _section(root, registry / "probes.yaml", "probes", list, collector, fast)
-    if found is None:
-        return []
-    file, section = found
-    out: list[Located[Probe]] = []
-    for index, body in enumerate(section):
-        probe = validate(Probe, body, file, body, collector)
-        if probe is not None and _on_its_allowlist(probe, file, body, collector):
-            out.append(Located(probe, node_span(file, section, index), _key_spans(file, body)))
-    return out
+    root, path = Root(LAYOUT["registry"], registry), registry / "probes.yaml"
+    return _entries(Probe, root, path, "probes", collector, fast, _on_its_allowlist)
 
 
 def load_controllers(
@@ -427,18 +432,8 @@ def load_controllers(
 ) -> list[Located[Controller]]:
     """registry/controllers.yaml (optional; absent: no controllers): the programs a
     work-bound loop may wake, each validated like a probe (E0902 at its key)."""
-    root = Root(LAYOUT["registry"], registry)
-    found = _section(root, registry / "controllers.yaml", "controllers", list, collector, fast)
-    if found is None:
-        return []
-    file, section = found
-    out: list[Located[Controller]] = []
-    for index, body in enumerate(section):
-        controller = validate(Controller, body, file, body, collector)
-        if controller is not None:
-            span = node_span(file, section, index)
-            out.append(Located(controller, span, _key_spans(file, body)))
-    return out
+    root, path = Root(LAYOUT["registry"], registry), registry / "controllers.yaml"
+    return _entries(Controller, root, path, "controllers", collector, fast)
 
 
 def _on_its_allowlist(probe: Probe, file: str, body: Any, collector: Collector) -> bool:

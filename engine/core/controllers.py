@@ -9,13 +9,14 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from engine.core.durations import DurationError, parse_duration
+from engine.core.durations import parse_duration
 from engine.core.registry import (
     NAME_PATTERN,
     PLACEHOLDER,
     _check_option_placeholder,
     _Frozen,
     env_names,
+    timeout_within,
 )
 
 # The placeholders a controller's argv may use: the work item's id, and the file that
@@ -64,13 +65,7 @@ class Controller(_Frozen):
     @field_validator("timeout")
     @classmethod
     def _timeout(cls, value: str) -> str:
-        try:
-            seconds = parse_duration(value)
-        except DurationError as err:
-            raise ValueError(str(err)) from None
-        if seconds > CONTROLLER_TIMEOUT_MAX:
-            raise ValueError(f"a controller's timeout is at most 6h, not {value}")
-        return value
+        return timeout_within(value, CONTROLLER_TIMEOUT_MAX, "a controller's timeout is at most 6h")
 
     @field_validator("token_env")
     @classmethod

@@ -170,11 +170,7 @@ class Definition(_Frozen):
     @field_validator("timeout")
     @classmethod
     def _timeout(cls, value: str) -> str:
-        try:
-            parse_duration(value)
-        except DurationError as err:
-            raise ValueError(str(err)) from None
-        return value
+        return timeout_within(value)
 
     @field_validator("outcomes")
     @classmethod
@@ -385,13 +381,7 @@ class Probe(_Frozen):
     @field_validator("timeout")
     @classmethod
     def _timeout(cls, value: str) -> str:
-        try:
-            seconds = parse_duration(value)
-        except DurationError as err:
-            raise ValueError(str(err)) from None
-        if seconds > PROBE_TIMEOUT_MAX:
-            raise ValueError(f"a probe's timeout is at most 10m, not {value}")
-        return value
+        return timeout_within(value, PROBE_TIMEOUT_MAX, "a probe's timeout is at most 10m")
 
     @field_validator("env")
     @classmethod
@@ -456,6 +446,18 @@ class Probe(_Frozen):
 PROBE_BUILTINS = ("python",)
 # One include term: `a.b`, `[]`, `[].a`, `a[].b`, `a.b[]` (keys of letters, digits, _ -).
 INCLUDE_TERM = r"(\[\]|[A-Za-z0-9_-]+(\[\])?)(\.([A-Za-z0-9_-]+(\[\])?|\[\]))*"
+
+
+def timeout_within(value: str, most: int | None = None, says: str = "") -> str:
+    """A `timeout:` of a registry entry: a duration, at most `most` seconds when given
+    (`says` the limit, then the value)."""
+    try:
+        seconds = parse_duration(value)
+    except DurationError as err:
+        raise ValueError(str(err)) from None
+    if most is not None and seconds > most:
+        raise ValueError(f"{says}, not {value}")
+    return value
 
 
 def env_names(value: tuple[str, ...]) -> tuple[str, ...]:
