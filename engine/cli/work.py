@@ -45,7 +45,7 @@ SHARED = frozenset({"db", "rules", "registry", "config", "json"})
 
 
 def register(sub: Any) -> None:
-    p = parser_for(sub, "work", "work items: add, list, show, complete, cancel", WORK)
+    p = parser_for(sub, "work", "work items: add, list, show, bind, block, complete, cancel", WORK)
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     add = actions.add_parser(
         "add",
