@@ -252,7 +252,7 @@ def _sections(
         return None
     holds = " and ".join(f"'{k}:'" for k in kinds)
     if not isinstance(data, dict) or set(data) - set(kinds):
-        extra = sorted(set(data) - set(kinds)) if isinstance(data, dict) else []
+        extra = sorted(set(data) - set(kinds), key=str) if isinstance(data, dict) else []
         first = next(iter(kinds))
         what = f"unknown top-level key '{extra[0]}'" if extra else f"expected a '{first}:' mapping"
         at = node_span(name, data, extra[0]) if extra else node_span(name, data)

@@ -118,6 +118,7 @@ def test_any_rule_text_parses_or_every_syntax_error_is_located_once(text: str) -
     data=BYTES,
 )
 @example(name="event-types.yaml", data=b"=")  # YAML's value tag: a node with no place
+@example(name="event-types.yaml", data=b":\n(:")  # a null key beside a text key
 def test_any_registry_file_loads_or_is_a_located_error(root: Path, name: str, data: bytes) -> None:
     """A registry file of any bytes, in place of the shipped one."""
     loads_or_refuses(root, root / "registry" / name, data)
