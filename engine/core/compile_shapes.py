@@ -136,6 +136,7 @@ class ShapeCompiler(CompilerBase):
             cooldown_seconds=draft.cooldown_seconds,
             loop=template,
             origin=loop.origin,
+            graduates=loop.policy.shadow_declared and not loop.policy.shadow,
         )
 
     def _cooldown_alone(self, draft: Draft) -> None:

@@ -241,6 +241,9 @@ class WorkShape:
     cooldown_seconds: int  # the least time between two wakes of one instance
     loop: Loop
     origin: Span
+    # The rule file writes `shadow false`: an instance may graduate out of shadow (to
+    # what the shape allows, never more); without it every instance stays in shadow.
+    graduates: bool = False
 
 
 @dataclass(frozen=True, slots=True)

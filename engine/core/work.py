@@ -299,6 +299,24 @@ def gate(item: WorkItem | None, now: datetime) -> WorkGate:
 MAX_REQUEST_ID = 200
 
 
+# An instance's loop name: its shape and its work item, `nudge-repair@work-c35a...`. A
+# declared loop's name never holds `@`, so an instance never takes a declared loop's.
+INSTANCE_SEP: Final = "@"
+
+
+def instance_name(shape: str, work_id: str) -> str:
+    """The loop name of the instance of `shape` bound to `work_id`."""
+    return f"{shape}{INSTANCE_SEP}{work_id}"
+
+
+def parse_instance(name: str) -> tuple[str, str] | None:
+    """(shape, work id) of an instance's loop name; None for any other name."""
+    shape, sep, work_id = name.partition(INSTANCE_SEP)
+    if not sep or not shape or not work_id.startswith("work-"):
+        return None
+    return shape, work_id
+
+
 def binding_id_for(work_id: str, shape: str) -> str:
     """An instance's id: its work item and shape (one instance per pair)."""
     return stable_id("bind", f"{work_id}\n{shape}")

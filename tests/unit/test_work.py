@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.core import work
 from engine.core.work import (
     MAX_CONTEXT_BYTES,
     TERMINAL,
@@ -134,3 +135,12 @@ def test_the_gate_reads_the_item_before_anything_is_launched() -> None:
     assert gate(held, now + timedelta(minutes=10)) is WorkGate.PROCEED
     blocked = move(item, WorkTrigger.BLOCK, "t")
     assert gate(blocked, now) is WorkGate.PROCEED
+
+
+def test_an_instance_name_holds_its_shape_and_work_and_no_declared_name() -> None:
+    """`shape@work-id` names an instance; a declared loop's name (no `@`) is none."""
+    name = work.instance_name("nudge-repair", "work-c35ae169644de8d6")
+    assert name == "nudge-repair@work-c35ae169644de8d6"
+    assert work.parse_instance(name) == ("nudge-repair", "work-c35ae169644de8d6")
+    assert work.parse_instance("nudge-repair") is None
+    assert work.parse_instance("nudge@r1") is None

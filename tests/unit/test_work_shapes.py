@@ -121,6 +121,8 @@ def test_the_template_loop_carries_the_settings_and_starts_in_shadow(tmp_path: P
         {"note": "keep going"},
     )
     assert loop.policy.shadow is True
+    assert rules.work_shapes["nudge"].graduates is True
+    assert load_rules(tree(tmp_path / "kept", NUDGE)).work_shapes["nudge"].graduates is False
     assert loop.policy.budget.daily_runs == 12
     assert (loop.policy.backoff.base_seconds, loop.policy.backoff.max_seconds) == (300, 7200)
 
