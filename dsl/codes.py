@@ -43,6 +43,7 @@ CODES: dict[str, str] = {
     "E0402": "duplicate route",
     "E0403": "duplicate chain edge",
     "E0404": "duplicate webhook table",
+    "E0405": "two loops can claim the same semantic key",
     # definitions and routes
     "E0501": "unknown definition",
     "E0502": "unknown definition version",

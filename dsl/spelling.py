@@ -22,7 +22,7 @@ LOOP_SETTINGS = frozenset(
     {
         *("every", "cron", "at", "manual", "host_clock", "after", "watch", "on_event"),
         *("catch_up", "max_lateness", "overlap", "approval", "enabled", "description"),
-        *("budget", "backoff", "circuit_breaker", "stop_when", "shadow"),
+        *("budget", "backoff", "circuit_breaker", "stop_when", "shadow", "key"),
         *("work", "cooldown"),  # a work-bound loop shape (docs/rules.md#work-bound-loop-shapes)
     }
 )

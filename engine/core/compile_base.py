@@ -16,6 +16,7 @@ from dsl.spelling import FIX_IT, OLD_SPELLING
 from engine.core.config import HostTimer
 from engine.core.controllers import Controller
 from engine.core.inputs import Tree
+from engine.core.keys import KeyPattern
 from engine.core.provenance import LoopPlaces
 from engine.core.registry import Definition, EventType, Probe
 from engine.core.ruleset import (
@@ -59,6 +60,8 @@ class CompilerBase:
         self.loop_places: dict[str, LoopPlaces] = {}  # loop -> where its settings are written
         self.controllers: dict[str, Controller] = {}  # registry/controllers.yaml, by id
         self.work_shapes: dict[str, WorkShape] = {}  # `work MODE ...` loop blocks, by name
+        # the loops' semantic keys in file order: (loop, key pattern, where it is written)
+        self.keyed: list[tuple[str, KeyPattern, Span]] = []
 
     # ---- registry ----------------------------------------------------------------
     def _index_probes(self) -> None:

@@ -9,9 +9,10 @@ from typing import Any
 
 from dsl import expr as ex
 from dsl.diagnostics import Span, did_you_mean
-from dsl.model import Emit, ForEach, LoopDecl
+from dsl.model import Arg, Emit, ForEach, LoopDecl
 from engine.core.compile_base import COLLECTIONS, LOOP_NAME, SAMPLE_REPO, SAMPLE_SLOT
 from engine.core.compile_shapes import ShapeCompiler
+from engine.core.keys import KeyPattern, KeyTemplate, witness
 from engine.core.loopsettings import read_settings, read_triage
 from engine.core.provenance import loop_places
 from engine.core.registry import EventType, param_problem
@@ -26,6 +27,7 @@ from engine.core.ruleset import (
     WorkShape,
     default_cap,
 )
+from engine.core.triage import TriageRule
 from engine.core.triggers import (
     AFTER_FIELDS,
     EVENT_FIELDS,
@@ -33,6 +35,7 @@ from engine.core.triggers import (
     SAMPLE_UPSTREAM,
     dependency_cycle,
 )
+from engine.core.work import MAX_KEY
 
 # The fields the engine fills in a loop's ticks, by trigger (E0208, E0206).
 _FILLED = {
@@ -67,6 +70,10 @@ class LoopCompiler(ShapeCompiler):
             loop = self._loop(loop_decl, scope)
             if loop is not None:
                 self._check_loop(loop.loop if isinstance(loop, WorkShape) else loop, {})
+            if isinstance(loop, Loop) and loop.key is not None:
+                # its key as a template: the variable's placeholders stand for any text
+                pattern = open_pattern(loop.key.origin, key_text(loop_decl))
+                self.keyed.append((loop_decl.name, pattern, loop.key.origin))
         self.dropped = dropped
 
     def _add_loop(self, loops: dict[str, Loop], loop: Loop | WorkShape | None) -> None:
@@ -85,6 +92,8 @@ class LoopCompiler(ShapeCompiler):
             self.work_shapes[loop.name] = loop
         else:
             loops[loop.name] = loop
+            if loop.key is not None:
+                self.keyed.append((loop.name, loop.key.pattern, loop.key.origin))
 
     def _expand(self, decl: ForEach) -> list[dict[str, Any]] | None:
         """One scope per selected repo; None when the block itself is wrong."""
@@ -122,6 +131,9 @@ class LoopCompiler(ShapeCompiler):
         triage = read_triage(decl.triage, self.c)
         shape_ok = self._shape_ok(decl, draft) if "work" in draft.seen else False
         self._cooldown_alone(draft)
+        key, key_ok = self._key(draft.key, scope, "work" in draft.seen)
+        if draft.key is None:
+            self._existing_unread(triage)
         if len(decl.emits) != 1:
             at = decl.emits[1].span if decl.emits else decl.name_span
             self.c.error(
@@ -153,7 +165,7 @@ class LoopCompiler(ShapeCompiler):
             draft.trigger = self._upstream_name(draft.trigger, draft.after_spans["loop"], scope)
         if draft.trigger is not None and draft.on_event is not None:
             self._check_on_event(draft.trigger, draft.on_event.type_span)
-        if draft.trigger is None or name is None or payload is None:
+        if draft.trigger is None or name is None or payload is None or not key_ok:
             # The loop is dropped; what it emits is still checked, so one run reports all.
             self._routed_type(emit.event_type, emit.type_span)
             self.dropped.add(name or decl.name)
@@ -182,10 +194,101 @@ class LoopCompiler(ShapeCompiler):
             on_active=draft.on_active,
             triage=triage,
             description=draft.description,
+            key=key,
             source=Source.KERNEL,
             origin=decl.name_span,
         )
         return self._shape(draft, loop, shape_ok) if "work" in draft.seen else loop
+
+    # ---- semantic keys (docs/rules.md#semantic-keys-key) ------------------------------
+    def _key(
+        self, arg: Arg | None, scope: dict[str, Any], shape: bool
+    ) -> tuple[KeyTemplate | None, bool]:
+        """The loop's key with its `for` placeholders filled (those over `payload` are
+        the decision's), and whether it compiled."""
+        if arg is None:
+            return None, True
+        if shape:
+            self.c.error(
+                "E0105",
+                "a work-bound loop shape takes no key: an instance works on its work item's"
+                " semantic key",
+                arg.span,
+                "remove the key line",
+            )
+            return None, False
+        try:
+            template = ex.parse_template(arg.value, arg.span)
+        except ex.TemplateError as err:
+            at = Span(arg.span.file, arg.span.line, arg.span.column + 1 + err.offset)
+            self.c.error("E0602", str(err), at)
+            return None, False
+        if not self._roots_ok(template, [*scope, "payload"], "in a loop key"):
+            return None, False
+        parts: list[str | ex.Path] = []
+        pieces = template.parts if isinstance(template, ex.Template) else (str(template.value),)
+        for part in pieces:
+            if isinstance(part, str) or part.root == "payload":
+                parts.append(part)
+                continue
+            try:
+                parts.append(str(ex.evaluate(ex.Template((part,), part.span), scope)))
+            except ex.EvalError as err:
+                self.c.error("E0607", err.message, err.span)
+                return None, False
+        key = KeyTemplate(_joined(parts), arg.span)
+        concrete = key.pattern.concrete
+        if concrete is not None and len(concrete) > MAX_KEY:
+            self.c.error(
+                "E0105",
+                f"the key is {len(concrete)} characters; at most {MAX_KEY}",
+                arg.span,
+            )
+            return None, False
+        return key, True
+
+    def _existing_unread(self, triage: tuple[TriageRule, ...]) -> None:
+        """`existing` is what the key's checks found: a loop without a key has none."""
+        for rule in triage:
+            for part in (rule.guard, rule.key):
+                for path in ex.paths(part) if part is not None else ():
+                    if path.root == "existing":
+                        self.c.error(
+                            "E0601",
+                            "'existing' is read by a loop without a key: nothing is checked",
+                            path.span,
+                            'give the loop the key its work is on, e.g. key "repair:{repo.name}"',
+                        )
+
+    def _check_keys(self) -> None:
+        """No two loops can claim one semantic key (E0405): each key template is text
+        and placeholders, a placeholder any non-empty text, and two that some key
+        matches both collide. The second in file order is reported."""
+        concrete: dict[str, int] = {}
+        patterns: list[int] = []
+        for index, (name, pattern, at) in enumerate(self.keyed):
+            key = pattern.concrete
+            clash = [concrete[key]] if key is not None and key in concrete else []
+            clash += [i for i in patterns if witness(self.keyed[i][1], pattern) is not None]
+            if key is None:
+                clash += [i for k, i in concrete.items() if pattern.matches(k)]
+            if clash:
+                first = min(clash)
+                other, theirs, where = self.keyed[first]
+                both = witness(theirs, pattern)
+                self.c.error(
+                    "E0405",
+                    f"loop '{name}' can claim the same semantic key as loop '{other}'"
+                    f" (key \"{theirs}\" at {where}): both claim '{both}'",
+                    at,
+                    "two loops on one key would make duplicate work: give each loop its own"
+                    " key, or let one of them do the work",
+                )
+                continue
+            if key is None:
+                patterns.append(index)
+            else:
+                concrete[key] = index
 
     def _shadow_default(self, loops: Mapping[str, Loop]) -> dict[str, Loop]:
         """Shadow mode (docs/occurrences.md#shadow-mode): a loop whose routed definition is mutating
@@ -427,6 +530,29 @@ class LoopCompiler(ShapeCompiler):
                 at,
                 f"the tick payload is {fields} plus {sorted(loop.payload)}",
             )
+
+
+def _joined(parts: list[str | ex.Path]) -> tuple[str | ex.Path, ...]:
+    out: list[str | ex.Path] = []
+    for part in parts:
+        if isinstance(part, str) and out and isinstance(out[-1], str):
+            out[-1] += part
+        elif part != "":
+            out.append(part)
+    return tuple(out)
+
+
+def key_text(decl: LoopDecl) -> str:
+    """The text of a loop block's `key` line (the compiler read it already)."""
+    return next(s.args[0].value for s in decl.settings if s.key == "key")
+
+
+def open_pattern(at: Span, text: str) -> KeyPattern:
+    """A `for` block's key as a template, every placeholder (its variable's too) open."""
+    template = ex.parse_template(text, at)
+    if not isinstance(template, ex.Template):
+        return KeyPattern.of((str(template.value),))
+    return KeyPattern.of(tuple(p if isinstance(p, str) else None for p in template.parts))
 
 
 SAMPLE_FINGERPRINT = "0" * 64

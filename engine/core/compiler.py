@@ -51,6 +51,7 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
             if isinstance(decl, RouteDecl):
                 self._route(decl)
         kernel = self._loops(decls)
+        self._check_keys()
         # An overlay entry for a kernel loop that failed is not read as a new loop.
         overlay = [o for o in self._overlay_of_loops() if o.value[0] not in self.dropped]
         loops, overlay_spans = apply_overlay(kernel, overlay, self.c)

@@ -15,6 +15,7 @@ import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from dsl import expr as ex
@@ -61,6 +62,7 @@ class KeyPattern:
         return "".join("{…}" if part is None else part for part in self.parts)
 
 
+@lru_cache(maxsize=1024)
 def _regex(pattern: KeyPattern) -> re.Pattern[str]:
     body = "".join(".+" if part is None else re.escape(part) for part in pattern.parts)
     return re.compile(body, re.DOTALL)

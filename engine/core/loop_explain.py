@@ -144,6 +144,7 @@ class _Explainer:
         yield self.description()
         yield self.trigger()
         yield from self.emit()
+        yield from self.key()
         yield from self.route_rows()
         yield self.catch_up()
         yield self.max_lateness()
@@ -193,6 +194,14 @@ class _Explainer:
             yield Row("payload", payload_text(loop.payload), where(places.payload))
         else:
             yield Row("payload", payload_text(loop.payload), DEFAULT, "no static payload")
+
+    def key(self) -> Iterator[Row]:
+        """The semantic key, for a loop that declares one (docs/rules.md#semantic-keys-key)."""
+        key = self.loop.key
+        if key is None:
+            return
+        note = "existing work is checked before new work (docs/rules.md#existing-work-first)"
+        yield Row("key", json.dumps(str(key), ensure_ascii=False), where(key.origin), note)
 
     def route_rows(self) -> Iterator[Row]:
         route, definition = self.route, self.definition

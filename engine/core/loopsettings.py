@@ -34,6 +34,7 @@ from engine.core.triage import (
     HUMAN_ONLY_DECISIONS,
     NAME_FIELDS,
     OPEN_NAMES,
+    SUB_FIELDS,
     TRIAGE_NAMES,
     TriageDecision,
     TriageRule,
@@ -76,6 +77,7 @@ class Draft:
     after_spans: dict[str, Span] = field(default_factory=dict)  # `after`'s loop and outcomes
     work: WorkLine | None = None  # `work MODE ...`: a work-bound loop shape
     cooldown_seconds: int | None = None  # `cooldown DURATION` (shapes only)
+    key: Arg | None = None  # `key "TEMPLATE"`: the semantic key an occurrence works on
 
     @property
     def trigger_written(self) -> bool:
@@ -597,6 +599,22 @@ def _cooldown(d: Draft, s: Setting) -> None:
     d.cooldown_seconds = _duration(arg)
 
 
+def _key(d: Draft, s: Setting) -> None:
+    """`key "TEMPLATE"` (docs/rules.md#semantic-keys-key): a quoted template, filled by
+    the compiler (a `for` block's variable) and the decision (`payload`)."""
+    (arg,) = _words(s, 1, '"TEMPLATE"')
+    if arg.kind != "string":
+        raise _Bad(
+            "E0105",
+            "'key' takes a quoted template",
+            arg.span,
+            f'write: key "{arg.value}"',
+        )
+    if not arg.value.strip():
+        raise _Bad("E0105", "a key is not empty", arg.span, 'e.g. key "repair:{repo.name}"')
+    d.key = arg
+
+
 HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
     "every": _every,
     "cron": _cron,
@@ -618,6 +636,7 @@ HANDLERS: dict[str, Callable[[Draft, Setting], None]] = {
     "shadow": _shadow,
     "work": _work,
     "cooldown": _cooldown,
+    "key": _key,
 }
 
 # The old settings that still load with their old meaning and a W0901 warning
@@ -830,6 +849,10 @@ def triage_names_ok(expr: ex.Expr, collector: Collector) -> bool:
         known = NAME_FIELDS.get(path.root, ())
         if isinstance(step, str) and step in known and len(path.steps) == 1:
             continue
+        if isinstance(step, str) and step in known and path.root in SUB_FIELDS:
+            if not _sub_field_ok(path, step, SUB_FIELDS[path.root][step], collector):
+                ok = False
+            continue
         if isinstance(step, str) and step in known:  # the fields hold plain values
             collector.error(
                 "E0601",
@@ -850,3 +873,20 @@ def triage_names_ok(expr: ex.Expr, collector: Collector) -> bool:
         collector.error("E0601", message, path.span, hint)
         ok = False
     return ok
+
+
+def _sub_field_ok(path: ex.Path, step: str, fields: tuple[str, ...], collector: Collector) -> bool:
+    """`existing.work.state`: a field of a field, named by the table of its fields."""
+    sub = path.steps[1]
+    if isinstance(sub, str) and sub in fields and len(path.steps) == 2:
+        return True
+    where = f"{path.root}.{step}"
+    if not fields or (isinstance(sub, str) and sub in fields):
+        shown = where if not fields else f"{where}.{sub}"
+        collector.error("E0601", f"'{shown}' has no fields in a triage rule", path.span)
+        return False
+    hint = (did_you_mean(str(sub), fields) if isinstance(sub, str) else None) or (
+        "fields: " + ", ".join(fields)
+    )
+    collector.error("E0601", f"'{where}' has no field '{sub}' in a triage rule", path.span, hint)
+    return False

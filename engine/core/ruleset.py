@@ -15,6 +15,7 @@ from dsl.diagnostics import Diagnostic, Span
 from dsl.expr import Expr, ObjectExpr
 from dsl.model import Guard, Let, Refusal
 from engine.core.controllers import Controller
+from engine.core.keys import KeyTemplate
 from engine.core.provenance import Places
 from engine.core.registry import Definition, EventType, Probe
 from engine.core.triage import TriageRule
@@ -192,6 +193,9 @@ class Loop:
     on_active: OnActive = OnActive.RETURN
     triage: tuple[TriageRule, ...] = ()  # the first matching line decides (docs/rules.md#triage)
     description: str = ""
+    # The semantic key an occurrence works on (docs/rules.md#semantic-keys-key), its `for`
+    # placeholders filled; None: the loop declares none and existing work is not checked.
+    key: KeyTemplate | None = None
     source: Source = Source.KERNEL  # where the loop is declared
     origin: Span = field(default_factory=lambda: Span("<unknown>", 1, 1))
     overlay_origin: Span | None = None  # the overlay entry that changed or declared it

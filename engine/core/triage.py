@@ -70,6 +70,8 @@ TRIAGE_NAMES: Mapping[str, str] = {
     "budget": "{daily_runs_used, daily_runs_left, daily_wall_clock_used, daily_wall_clock_left}",
     "paused": "the loop is paused",
     "freeze": "the repo is frozen or a release freeze is on",
+    "existing": "what the checks of the loop's key found (a loop with a key only):"
+    " {key, work, job, failed_attempt, resolved_finding, other_loop}",
 }
 
 # The fields of the names whose shape is fixed (a path into `payload` is open).
@@ -80,7 +82,23 @@ BUDGET_FIELDS = (
     "daily_wall_clock_used",
     "daily_wall_clock_left",
 )
-NAME_FIELDS: Mapping[str, tuple[str, ...]] = {"repo": REPO_FIELDS, "budget": BUDGET_FIELDS}
+# What each check of `existing` holds when it found something (each is null otherwise;
+# docs/rules.md#existing-work-first).
+EXISTING_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "key": (),  # the occurrence's semantic key, text
+    "work": ("id", "state", "title", "repo", "lease_owner", "lease_live", "lease_expires_at"),
+    "job": ("occurrence", "loop", "repo", "state", "status", "run", "proposal", "retry_at"),
+    "failed_attempt": ("occurrence", "loop", "repo", "state", "failure_class", "finished_at"),
+    "resolved_finding": ("id", "status", "category", "decided_by", "decided_at"),
+    "other_loop": ("name", "kind", "state", "work"),
+}
+NAME_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "repo": REPO_FIELDS,
+    "budget": BUDGET_FIELDS,
+    "existing": tuple(EXISTING_FIELDS),
+}
+# The fields of a field, for the names two levels deep (`existing.work.state`).
+SUB_FIELDS: Mapping[str, Mapping[str, tuple[str, ...]]] = {"existing": EXISTING_FIELDS}
 OPEN_NAMES = frozenset({"payload"})  # any path below these is allowed
 
 
@@ -106,6 +124,12 @@ class TriageRule:
     category: str | None  # the finding's category (create_candidate_finding)
     origin: Span
 
+    @property
+    def reads_existing(self) -> bool:
+        """The line's guard reads `existing`: the line is the author's rule about
+        existing work, so the default of docs/rules.md#existing-work-first gives way."""
+        return self.guard is not None and any(p.root == "existing" for p in ex.paths(self.guard))
+
     def matches(self, scope: Mapping[str, Any]) -> bool:
         """Whether the line applies; raises dsl.expr.EvalError when the guard fails."""
         if self.guard is None:
@@ -125,9 +149,9 @@ class TriageRule:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TriageSnapshot:
     """What triage may know about the world (bounded;
-    docs/occurrences.md#triage-decide-before-anything-runs). The first twelve fields are the names a
-    triage expression reads; the rest serve the stop conditions (engine.core.policy) and the
-    evidence."""
+    docs/occurrences.md#triage-decide-before-anything-runs). The first thirteen fields are the names
+    a triage expression reads; the rest serve the stop conditions (engine.core.policy) and the
+    evidence. `existing` is None for a loop without a key (and then left out of the evidence)."""
 
     payload: Mapping[str, Any] = field(default_factory=dict)
     loop: str
@@ -141,6 +165,7 @@ class TriageSnapshot:
     budget: Mapping[str, Any] = field(default_factory=unlimited_budget)
     paused: bool = False
     freeze: bool = False
+    existing: Mapping[str, Any] | None = None  # engine.core.existing.view
     # not readable by rules:
     last_state: str | None = None  # the state of the loop's previous terminal occurrence
     last_decision: str | None = None  # the triage decision of that occurrence
@@ -154,7 +179,11 @@ class TriageSnapshot:
 
     def as_dict(self) -> dict[str, Any]:
         """Every field as plain JSON values (the evidence of a decision)."""
-        return {name: _plain(getattr(self, name)) for name in _SNAPSHOT_FIELDS}
+        return {
+            name: _plain(getattr(self, name))
+            for name in _SNAPSHOT_FIELDS
+            if name != "existing" or self.existing is not None
+        }
 
 
 _SNAPSHOT_FIELDS = tuple(f.name for f in fields(TriageSnapshot))
@@ -186,6 +215,7 @@ class Triage:
     finding_key: str | None = None
     finding_category: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+    about_existing: bool = False  # the matching line reads `existing` (TriageRule.reads_existing)
 
     @property
     def dispatches(self) -> bool:
@@ -230,6 +260,7 @@ def triage(loop: Loop, mutating: bool, snapshot: TriageSnapshot) -> Triage:
             finding_key=key,
             finding_category=rule.category if key is not None else None,
             evidence=_evidence(snapshot, rule.origin),
+            about_existing=rule.reads_existing,
         )
     decision = default_decision(mutating)
     kind = "mutating" if mutating else "read-only"

@@ -361,6 +361,7 @@ SETTINGS = st.sampled_from(
         "on-active coalesce",
         "budget daily-runs 4 wall-clock 30m",
         "stop-when end_date=2026-12-31",
+        'key "repair:{repo.name}#{payload.pr}"',
     ]
 )
 

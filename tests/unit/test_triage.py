@@ -27,6 +27,7 @@ from engine.loading import Paths, load_rules
 
 AT = Span("loops/t.rules", 1, 1)
 DESIGN_NAMES = {
+    "existing",
     "payload",
     "loop",
     "repo",
@@ -83,7 +84,7 @@ def snapshot(**values: Any) -> TriageSnapshot:
 
 
 def test_the_decisions_and_names_are_the_design_docs() -> None:
-    """Ten decisions, four of which dispatch; rules read exactly the twelve snapshot names."""
+    """Ten decisions, four of which dispatch; rules read exactly the thirteen snapshot names."""
     assert len(TriageDecision) == 10
     assert {d.value for d in DISPATCHING} == {
         "continue_existing_task",
