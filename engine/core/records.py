@@ -209,6 +209,9 @@ class OccurrenceRecord:
     created_at: str | None = None
     finished_at: str | None = None
     failure_class: str | None = None
+    # what it works on, for a loop with a key (docs/rules.md#semantic-keys-key); set when
+    # it is opened, never changed
+    semantic_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

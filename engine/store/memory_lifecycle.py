@@ -17,7 +17,7 @@ from engine.core.records import (
     ProposalRecord,
     current_source,
 )
-from engine.store.memory_index import grouped, regroup
+from engine.store.memory_index import EMPTY, grouped, regroup
 from engine.store.memory_runs import RunsTx
 from engine.store.memory_tables import (
     MemoryStoreError,
@@ -65,6 +65,20 @@ class LifecycleTx(RunsTx):
         t.occurrence_states = regroup(t.occurrence_states, key, was, (row.state, loop))
         t.occurrence_created = t.occurrence_created.moved(key, made, (loop, row.created_at))
         t.occurrence_updated = t.occurrence_updated.moved(key, changed, (loop, row.updated_at))
+        was_key = None if old is None else old.semantic_key
+        if was_key != row.semantic_key:
+            if was_key is not None:
+                held = t.occurrence_semantic[was_key].delete(key)
+                t.occurrence_semantic = (
+                    t.occurrence_semantic.set(was_key, held)
+                    if held
+                    else t.occurrence_semantic.delete(was_key)
+                )
+            if row.semantic_key is not None:
+                held = t.occurrence_semantic.get(row.semantic_key, EMPTY)
+                t.occurrence_semantic = t.occurrence_semantic.set(
+                    row.semantic_key, held.set(key, None)
+                )
 
     def _put_proposal(self, row: ProposalRecord) -> None:
         t = self._own()
@@ -219,6 +233,26 @@ class LifecycleTx(RunsTx):
             if o.repo == repo
         ]
         return sorted(found, key=lambda o: (o.created_at or o.updated_at, o.event_id))
+
+    def _of_key(self, semantic_key: str) -> list[OccurrenceRecord]:
+        held = self._tables.occurrence_semantic.get(semantic_key, EMPTY)
+        return [self._tables.occurrences[event_id] for event_id in held]
+
+    def key_occurrences(
+        self, semantic_key: str, states: tuple[str, ...], limit: int
+    ) -> list[OccurrenceRecord]:
+        if len(set(states)) > 26:
+            raise ValueError("key_occurrences takes at most 26 states")
+        found = [o for o in self._of_key(semantic_key) if o.state in states]
+        return take(sorted(found, key=lambda o: (o.created_at or o.updated_at, o.event_id)), limit)
+
+    def last_attempt(self, semantic_key: str) -> OccurrenceRecord | None:
+        found = [
+            o
+            for o in self._of_key(semantic_key)
+            if o.finished_at is not None and o.used is not None
+        ]
+        return max(found, key=lambda o: (o.finished_at or "", o.event_id), default=None)
 
     def due_retries(self, now: str, limit: int) -> list[OccurrenceRecord]:
         occurrences = self._tables.occurrences

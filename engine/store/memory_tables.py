@@ -119,6 +119,7 @@ class Tables:
     deliveries: Map[str, DeliveryRecord] = EMPTY  # by event_id
     occurrences: Map[str, OccurrenceRecord] = EMPTY
     occurrence_keys: Map[str, str] = EMPTY  # key -> event_id
+    occurrence_semantic: Map[str, Map[str, None]] = EMPTY  # semantic key -> event_ids
     occurrence_states: Grouped = EMPTY
     occurrence_created: Timeline = Timeline()  # by loop and created_at
     occurrence_updated: Timeline = Timeline()  # by loop and updated_at

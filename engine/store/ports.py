@@ -167,6 +167,16 @@ class OccurrencesView(Protocol):
         """The loop's occurrences for `repo` (None matches only occurrences without a
         repo) whose state is one of `states`, oldest first (created_at, event_id)."""
 
+    def key_occurrences(
+        self, semantic_key: str, states: tuple[str, ...], limit: int
+    ) -> list[OccurrenceRecord]:
+        """The occurrences working on `semantic_key` (their `semantic_key`) whose state is
+        one of `states`, oldest first (created_at, event_id), at most `limit`."""
+
+    def last_attempt(self, semantic_key: str) -> OccurrenceRecord | None:
+        """The latest finished occurrence working on `semantic_key` that settled a run
+        (its `used` is set): the greatest (finished_at, event_id); None when none did."""
+
     def due_retries(self, now: str, limit: int) -> list[OccurrenceRecord]:
         """Occurrences in `waiting_for_resource` whose `retry_at` is at or before `now`,
         the soonest retry first."""

@@ -304,6 +304,7 @@ def _occurrence_row(occ: OccurrenceRecord) -> dict[str, Any]:
         "created_at": occ.created_at or occ.updated_at,
         "finished_at": occ.finished_at,
         "failure_class": occ.failure_class,
+        "semantic_key": occ.semantic_key,
     }
 
 
@@ -732,6 +733,24 @@ class SqlTx(WorkRows):
         self._cur.execute(sql, {"loop": loop, "repo": repo, **names})
         found = [_occurrence(self._row(r)) for r in self._cur.fetchall()]
         return sorted(found, key=_occurrence_order)
+
+    def key_occurrences(
+        self, semantic_key: str, states: tuple[str, ...], limit: int
+    ) -> list[OccurrenceRecord]:
+        wanted = list(dict.fromkeys(states))
+        if not wanted:
+            return []
+        if len(wanted) > 26:
+            raise ValueError("key_occurrences takes at most 26 states")
+        names = {f"state_{chr(ord('a') + i)}": state for i, state in enumerate(wanted)}
+        marks = self._adapt(", ".join(f":{name}" for name in names))
+        sql = self._sql["key_occurrences"].format(states=marks)
+        self._cur.execute(sql, {"semantic_key": semantic_key, "limit": limit, **names})
+        return [_occurrence(self._row(r)) for r in self._cur.fetchall()]
+
+    def last_attempt(self, semantic_key: str) -> OccurrenceRecord | None:
+        row = self._one("last_attempt", semantic_key=semantic_key)
+        return _occurrence(row) if row is not None else None
 
     def due_retries(self, now: str, limit: int) -> list[OccurrenceRecord]:
         return [_occurrence(r) for r in self._all("due_retries", now=now, limit=limit)]

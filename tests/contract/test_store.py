@@ -1347,6 +1347,54 @@ def test_due_retries_soonest_first(open_store: Factory) -> None:
         assert [o.event_id for o in tx.due_retries(at(30), 10)] == ["e-2", "e-6", "e-1", "e-3"]
 
 
+def test_the_occurrences_of_a_semantic_key(open_store: Factory) -> None:
+    """By semantic key (docs/rules.md#semantic-keys-key): those in the given states, oldest
+    first, up to the limit; and the latest finished one that settled a run (`used`),
+    whatever its loop, never one of another key or one that ran nothing."""
+    store = open_store()
+    key = "repair:bj29"
+    used = {"runs": 1, "wall_clock_seconds": 3}
+    with store.write() as tx:
+        opened(
+            tx,
+            occurrence("e-1", state="awaiting_approval", created=at(3), semantic_key=key),
+            occurrence("e-2", state="work_dispatched", created=at(1), semantic_key=key),
+            occurrence("e-3", state="waiting_for_resource", created=at(2), semantic_key=key),
+            occurrence("e-4", state="work_dispatched", created=at(0), semantic_key="other"),
+            occurrence("e-5", state="work_dispatched", created=at(0)),  # no key
+            occurrence("e-6", state="failed", semantic_key=key, used=used, finished_at=at(10)),
+            occurrence(
+                "e-7",
+                "renamed",
+                "completed",
+                semantic_key=key,
+                used=used,
+                finished_at=at(12),
+            ),
+            occurrence("e-8", state="nothing_to_do", semantic_key=key, finished_at=at(20)),
+            occurrence("e-9", state="failed", semantic_key="other", used=used, finished_at=at(30)),
+        )
+    active = ("triaging", "awaiting_approval", "waiting_for_resource", "work_dispatched")
+    with store.read() as tx:
+        found = tx.key_occurrences(key, active, 10)
+        assert [o.event_id for o in found] == ["e-2", "e-3", "e-1"]
+        assert found[0].semantic_key == key
+        assert [o.event_id for o in tx.key_occurrences(key, active, 1)] == ["e-2"]
+        assert [o.event_id for o in tx.key_occurrences(key, ("failed",), 10)] == ["e-6"]
+        assert tx.key_occurrences(key, (), 10) == []
+        assert tx.key_occurrences("none", active, 10) == []
+        last = tx.last_attempt(key)
+        assert last is not None and (last.event_id, last.loop) == ("e-7", "renamed")
+        assert tx.last_attempt("none") is None
+    with store.write() as tx:  # a newer failed attempt takes its place
+        opened(
+            tx,
+            occurrence("e-10", state="failed", semantic_key=key, used=used, finished_at=at(15)),
+        )
+        attempt = tx.last_attempt(key)
+        assert attempt is not None and attempt.event_id == "e-10"
+
+
 def test_occurrences_list_newest_first_and_by_loop_since(open_store: Factory) -> None:
     """Listings are newest first (last update, then event id), filter by loop and state
     and stop at the limit; a loop's occurrences created since an instant come oldest

@@ -282,10 +282,10 @@ SELECT * FROM occurrences WHERE occurrence_key = :occurrence_key;
 -- is left alone (nothing written). The caller has checked that the key is free.
 INSERT INTO occurrences (event_id, loop, state, updated_at, occurrence_key, repo, "window",
                          decision, evidence, attempt, retry_at, signals, reserved, used,
-                         created_at, finished_at, failure_class)
+                         created_at, finished_at, failure_class, semantic_key)
 VALUES (:event_id, :loop, :state, :updated_at, :occurrence_key, :repo, :window,
         :decision, :evidence, :attempt, :retry_at, :signals, :reserved, :used,
-        :created_at, :finished_at, :failure_class)
+        :created_at, :finished_at, :failure_class, :semantic_key)
 ON CONFLICT (event_id) DO UPDATE SET
     loop = excluded.loop, state = excluded.state, updated_at = excluded.updated_at,
     occurrence_key = excluded.occurrence_key, repo = excluded.repo,
@@ -293,7 +293,7 @@ ON CONFLICT (event_id) DO UPDATE SET
     evidence = excluded.evidence, attempt = excluded.attempt, retry_at = excluded.retry_at,
     signals = excluded.signals, reserved = excluded.reserved, used = excluded.used,
     created_at = excluded.created_at, finished_at = excluded.finished_at,
-    failure_class = excluded.failure_class
+    failure_class = excluded.failure_class, semantic_key = excluded.semantic_key
 WHERE occurrences.occurrence_key IS NULL;
 
 -- name: update_occurrence
@@ -315,6 +315,19 @@ UPDATE occurrences SET signals = signals + 1 WHERE event_id = :event_id RETURNIN
 SELECT * FROM occurrences
 WHERE loop = :loop AND state IN ({states})
   AND (repo = :repo OR (CAST(:repo AS TEXT) IS NULL AND repo IS NULL));
+
+-- name: key_occurrences
+-- The occurrences working on a semantic key (schema version 17) in any of some states,
+-- oldest first; {states} is filled by SqlTx.key_occurrences as for active_occurrences.
+SELECT * FROM occurrences
+WHERE semantic_key = :semantic_key AND state IN ({states})
+ORDER BY created_at, event_id LIMIT :limit;
+
+-- name: last_attempt
+-- The latest finished occurrence of a semantic key that settled a run (its `used`).
+SELECT * FROM occurrences
+WHERE semantic_key = :semantic_key AND finished_at IS NOT NULL AND used IS NOT NULL
+ORDER BY finished_at DESC, event_id DESC LIMIT 1;
 
 -- name: due_retries
 -- Occurrences waiting for a resource whose retry is due, the soonest first.
