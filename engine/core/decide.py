@@ -47,6 +47,8 @@ from engine.core.effects import (
     WorkCommand,
 )
 from engine.core.envelope import Envelope, iso, parse_iso
+from engine.core.existing import KeyFacts, explicit_retry, key_of, with_existing
+from engine.core.existing import journal as existing_journal
 from engine.core.ids import stable_id
 from engine.core.occurrence import (
     ACTIVE,
@@ -94,7 +96,15 @@ from engine.core.states import (
     RunState,
 )
 from engine.core.ticks import idempotency_key, manual_tick
-from engine.core.triage import Triage, TriageDecision, TriageSnapshot, default_decision, triage
+from engine.core.triage import (
+    Triage,
+    TriageDecision,
+    TriageSnapshot,
+    broken,
+    default_decision,
+    triage,
+    where,
+)
 from engine.core.triggers import Conclusion, after_tick, dependents, event_tick, fired_by
 from engine.core.work import COMMAND_TYPES
 
@@ -159,6 +169,7 @@ class Facts:
     history: History | None = None
     open_proposals: tuple[Superseded, ...] = ()  # the loop's open proposals
     last_notified: str | None = None  # the state last notified for the loop and repo
+    keyed: KeyFacts | None = None  # what is there for the occurrence's key (a loop with one)
 
 
 def counts_active(loop: Loop) -> bool:
@@ -188,8 +199,9 @@ def carried(
     a pause, a run queued, a proposal that a newer one would supersede, a fold into an
     occurrence, a finding, the history triage reads): the batch then reads the next
     event's facts afresh. The event-level facts (`decided`, `existing`) are the
-    caller's to fill: those returned are the event's own."""
-    if facts.decided or facts.history is not None:
+    caller's to fill: those returned are the event's own. A loop with a key reads what
+    is there for its key afresh for each event (the plan may have opened work on it)."""
+    if facts.decided or facts.history is not None or loop.key is not None:
         return None
     active = facts.active
     for effect in plan:
@@ -221,6 +233,7 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
         out.append(WorkCommand(event.event_id, event.type, event.payload, event.admitted_by))
     loop = loop_of(event, event.admitted_by, rules)
     ident = identity(event, loop)
+    key, key_problem = key_of(loop, event)
     existing = facts.existing
     if existing is not None and existing.event_id != event.event_id:
         note = f"the window already has occurrence {existing.event_id}"
@@ -264,6 +277,7 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
         repo=ident.repo,
         window=ident.window,
         created_at=at,
+        semantic_key=key,
     )
     if decision.kind is DecisionKind.NOOP:
         out.append(_record(rules, event, decision, at))
@@ -274,11 +288,16 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
         active_now = len(facts.active)
         snap = snapshot_of(rules, loop, event, ident, state, facts.in_flight, active_now, at)
         snap = with_history(snap, loop, facts.history)
+        snap = with_existing(snap, loop, key, facts.keyed, at)
         result = triage(loop, definition.mutating, snap)
+        if key_problem is not None and loop.key is not None:
+            result = broken(
+                snap, f"the key at {where(loop.key.origin)}", loop.key.origin, key_problem
+            )
     else:
         snap = minimal_snapshot(rules, event, ident, at)
         result = Triage(default_decision(definition.mutating), "", None, evidence={})
-    gated = gate(rules, loop, definition, result, snap)
+    gated = gate(rules, loop, definition, result, snap, explicit=explicit_retry(event))
     if gated is not None:
         decision = _noop(decision, gated.reason, gated.note)
         out.extend(_gated(rules, machines, event, opened, loop, decision, result, gated, facts, at))
@@ -531,7 +550,9 @@ def _gated(
     steps = _occurrence(machines, event, opened, decision, at, gated.trigger, result)
     out.extend(steps)
     occ = replace(opened, state=_opened_state(steps), finished_at=at)
-    if result.decision is TriageDecision.CREATE_CANDIDATE_FINDING:
+    if gated.existing is not None:
+        out.append(existing_journal(gated.existing, occ.event_id, occ.semantic_key))
+    if gated.reason is NoopReason.CANDIDATE_RECORDED:
         out.append(finding_of(occ, result, at))
     if result.decision is TriageDecision.RELEASE_READY:
         out.append(

@@ -36,6 +36,8 @@ class NoopReason(StrEnum):
     RELEASE_READY = "release_ready"
     EXTERNAL_BLOCKER = "external_blocker"
     HUMAN_ATTENTION_REQUIRED = "human_attention_required"
+    # the occurrence's key has existing work: it creates none (docs/rules.md#existing-work-first)
+    EXISTING_WORK = "existing_work"
 
 
 # "Duplicates suppressed", the one meaning `engine stats`, /metrics and the shadow

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from engine.core.decisions import NoopReason
+from engine.core.existing import Found, deferred
 from engine.core.machines import OCCURRENCE_TERMINAL
 from engine.core.policy import stop_condition
 from engine.core.records import EventRecord
@@ -131,6 +132,7 @@ class Gate:
     trigger: str  # the occurrence trigger that ends it
     note: str
     condition: str | None = None  # the stop condition, for a stop
+    existing: Found | None = None  # the existing work deferred to, for `existing_work`
 
 
 def gate(
@@ -139,8 +141,12 @@ def gate(
     definition: Definition,
     result: Triage,
     snap: TriageSnapshot,
+    *,
+    explicit: bool = False,
 ) -> Gate | None:
-    """The triage decision, the stop conditions (mutation only;
+    """The triage decision, existing work for the occurrence's key
+    (docs/rules.md#existing-work-first; `explicit`: the event is an operator's run-now),
+    the stop conditions (mutation only;
     docs/occurrences.md#stop-conditions-and-release-freeze) and the budget
     (docs/occurrences.md#budgets), in that order."""
     decision = result.decision
@@ -148,6 +154,9 @@ def gate(
         return Gate(NoopReason.NOTHING_TO_DO, Tr.NOOP, result.note)
     if decision is TriageDecision.RELEASE_READY:
         return Gate(NoopReason.RELEASE_READY, Tr.NOOP, result.note)
+    found = deferred(decision, result.about_existing, snap.existing, explicit=explicit)
+    if found is not None:
+        return Gate(NoopReason.EXISTING_WORK, Tr.NOOP, found.note, existing=found)
     if decision is TriageDecision.CREATE_CANDIDATE_FINDING:
         return Gate(NoopReason.CANDIDATE_RECORDED, Tr.RECORD_CANDIDATE, result.note)
     if decision is TriageDecision.EXTERNAL_BLOCKER:

@@ -58,6 +58,22 @@ def classify(definition: Definition, outcome: str | None, adapter_failed: bool) 
     return DEFAULT_CLASSES.get(outcome, FailureClass.SUCCESS)
 
 
+def needs_explicit_retry(state: str, failure_class: str | None) -> bool:
+    """Whether an attempt (an occurrence that ran) ended so that nothing retries it by
+    itself, and a person retries it explicitly (docs/rules.md#existing-work-first): an
+    `implementation_failure` stops for review; `human_attention_required` after a run (a
+    mutating run's lease expired, a refused run) waits for a person; an
+    `infrastructure_failure` that ended `budget_exhausted` has used its retries."""
+    if failure_class == FailureClass.IMPLEMENTATION_FAILURE:
+        return True
+    if state == OccurrenceState.HUMAN_ATTENTION_REQUIRED:
+        return True
+    return (
+        state == OccurrenceState.BUDGET_EXHAUSTED
+        and failure_class == FailureClass.INFRASTRUCTURE_FAILURE
+    )
+
+
 def backoff_delay(backoff: Backoff, attempt: int) -> int:
     """Seconds before retry `attempt` (0-based) of an infrastructure failure:
     `base * 2**attempt`, capped at `max` (attempt 0 waits `base`)."""

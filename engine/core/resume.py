@@ -25,13 +25,15 @@ from engine.core.decide import (
 )
 from engine.core.decisions import Actor, DecisionKind, NoopReason
 from engine.core.effects import Effect, Journal, Plan, Transition
+from engine.core.existing import KeyFacts, explicit_retry, key_of, with_existing
+from engine.core.existing import journal as existing_journal
 from engine.core.occurrence import Identity, gate, reservation
 from engine.core.planner import Snapshot, loop_of, plan
 from engine.core.records import EventRecord, LoopState, OccurrenceRecord, RunRecord
 from engine.core.ruleset import RuleSet
 from engine.core.settle import Ending, Machines, conclude, runs_of
 from engine.core.states import OccurrenceTrigger
-from engine.core.triage import Triage, TriageDecision, triage
+from engine.core.triage import Triage, broken, triage, where
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,7 @@ class ResumeFacts:
     active: int = 0  # the loop's other active occurrences for the repo, where they count
     history: History | None = None
     ending: Ending = field(default_factory=Ending)  # for an occurrence that ends here
+    keyed: KeyFacts | None = None  # what else is there for its key (a loop with one)
 
 
 def resume(
@@ -120,12 +123,18 @@ def _triaged(
         state, in_flight, active = facts.state, facts.in_flight, facts.active
         snap = snapshot_of(rules, loop, event, ident, state, in_flight, active, at)
         snap = with_history(snap, loop, facts.history)
+        key, problem = key_of(loop, event)
+        snap = with_existing(snap, loop, key, facts.keyed, at)
         result = triage(loop, definition.mutating, snap)
-        gated = gate(rules, loop, definition, result, snap)
+        if problem is not None and loop.key is not None:
+            result = broken(snap, f"the key at {where(loop.key.origin)}", loop.key.origin, problem)
+        gated = gate(rules, loop, definition, result, snap, explicit=explicit_retry(event))
         if gated is not None:
             out: list[Effect] = []
-            if result.decision is TriageDecision.CREATE_CANDIDATE_FINDING:
+            if gated.reason is NoopReason.CANDIDATE_RECORDED:
                 out.append(finding_of(moved, result, at))
+            if gated.existing is not None:
+                out.append(existing_journal(gated.existing, occ.event_id, key))
             trigger = OccurrenceTrigger(gated.trigger)
             out.extend(conclude(rules, machines, moved, trigger, at, gated.note, facts.ending))
             return out

@@ -245,13 +245,7 @@ def triage(loop: Loop, mutating: bool, snapshot: TriageSnapshot) -> Triage:
                 continue
             key = rule.finding_key(scope)
         except ex.EvalError as err:
-            evidence = _evidence(snapshot, rule.origin, error=f"{err.span}: {err.message}")
-            return Triage(
-                TriageDecision.HUMAN_ATTENTION_REQUIRED,
-                f"the triage rule at {where(rule.origin)} failed: {err.message}",
-                rule.origin,
-                evidence=evidence,
-            )
+            return broken(snapshot, f"the triage rule at {where(rule.origin)}", rule.origin, err)
         note = rule.note or f"{rule.decision.value} (triage rule at {where(rule.origin)})"
         return Triage(
             rule.decision,
@@ -270,6 +264,17 @@ def triage(loop: Loop, mutating: bool, snapshot: TriageSnapshot) -> Triage:
         f"{why}: the default for a {kind} definition",
         None,
         evidence=_evidence(snapshot, None),
+    )
+
+
+def broken(snapshot: TriageSnapshot, what: str, origin: Span, err: ex.EvalError) -> Triage:
+    """A rule that failed to evaluate (a guard, a finding key, the loop's semantic key)
+    stops at `human_attention_required`, naming it: a broken rule never dispatches."""
+    return Triage(
+        TriageDecision.HUMAN_ATTENTION_REQUIRED,
+        f"{what} failed: {err.message}",
+        origin,
+        evidence=_evidence(snapshot, origin, error=f"{err.span}: {err.message}"),
     )
 
 

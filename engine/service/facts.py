@@ -21,6 +21,7 @@ from engine.core.decide import (
     may_supersede,
 )
 from engine.core.decisions import Entity, JournalAction
+from engine.core.existing import JOB_STATES, KeyFacts, key_of
 from engine.core.occurrence import ACTIVE, TERMINAL, needs_history
 from engine.core.planner import loop_of
 from engine.core.records import (
@@ -34,7 +35,8 @@ from engine.core.ruleset import Loop, RuleSet
 from engine.core.settle import Ending, SettleFacts, run_key, runs_of, waited_for
 from engine.core.states import FindingStatus, OccurrenceState
 from engine.core.ticks import idempotency_key
-from engine.store.ports import Tx
+from engine.core.work import BindingState
+from engine.store.ports import FactsView, Tx
 
 
 def read_facts(tx: Tx, rules: RuleSet, event: EventRecord, at: str) -> Facts:
@@ -89,9 +91,36 @@ def read_facts_many(tx: Tx, rules: RuleSet, events: Sequence[EventRecord], at: s
                 else None,
                 open_proposals=open_proposals.get(loop.name, ()) if loop.name in supersede else (),
                 last_notified=None,
+                keyed=key_facts(tx, loop, event),
             )
         )
     return out
+
+
+def key_facts(tx: FactsView, loop: Loop, event: EventRecord) -> KeyFacts | None:
+    """What is there for the semantic key an occurrence of `loop` for `event` works on
+    (docs/rules.md#existing-work-first), the event's own occurrence aside; None for a
+    loop without a key (nothing is read) or a key the payload cannot fill. Read one key
+    at a time: only loops that declare a key pay for it."""
+    key, _ = key_of(loop, event)
+    if key is None:
+        return None
+    work = tx.live_work_by_key(key)
+    instance = None
+    if work is not None:
+        live = (b for b in tx.bindings_of_work(work.work_id) if b.state != BindingState.DISABLED)
+        instance = next(live, None)
+    jobs = [o for o in tx.key_occurrences(key, JOB_STATES, 2) if o.event_id != event.event_id]
+    job = jobs[0] if jobs else None
+    run = None
+    if job is not None and job.state == OccurrenceState.WORK_DISPATCHED:
+        job_event = tx.get_event(job.event_id)
+        if job_event is not None:
+            run = tx.get_run_by_key(run_key(job_event, runs_of(job)))
+    attempt = tx.last_attempt(key)
+    if attempt is not None and attempt.event_id == event.event_id:
+        attempt = None  # never the event's own occurrence
+    return KeyFacts(key, work, instance, job, run, attempt, tx.get_finding_by_key(key))
 
 
 def _superseded_of(tx: Tx, loops: set[str]) -> dict[str, tuple[Superseded, ...]]:
@@ -213,6 +242,7 @@ def resume_facts(tx: Tx, rules: RuleSet, occ: OccurrenceRecord, at: str) -> Resu
         max(0, len(counted_active(tx, loop, occ.repo)) - 1),  # not itself
         history(tx, loop, event, occ.repo, state, at, moving=True) if needs_history(loop) else None,
         done,
+        key_facts(tx, loop, event),
     )
 
 
