@@ -478,7 +478,7 @@ def test_a_key_the_payload_cannot_fill_waits_for_a_person() -> None:
     record = one(plan, Decide).record
     assert (record.kind, record.reason) == ("noop", "human_attention_required")
     assert record.note == (
-        "the key at loops/existing.rules:29 failed: 'payload.trigger.payload.pr' is empty:"
+        "the key at loops/existing.rules:30 failed: 'payload.trigger.payload.pr' is empty:"
         " a key's placeholder needs text"
     )
     opened = one(plan, OpenOccurrence).record
