@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from engine.core.decide import carried, decide
+from engine.core.codec import decode_facts, encode_facts
+from engine.core.decide import Facts, carried, decide, queue
 from engine.core.effects import (
     Admit,
     Decide,
@@ -24,11 +25,13 @@ from engine.core.effects import (
     Propose,
     QueueRun,
     RecordFinding,
+    Transition,
 )
 from engine.core.envelope import Envelope, iso
 from engine.core.existing import KeyFacts, deferred, view
 from engine.core.ids import stable_id
 from engine.core.records import EventRecord, FindingRecord, OccurrenceRecord, RunRecord
+from engine.core.resume import ResumeFacts, resume
 from engine.core.ticks import manual_tick, tick
 from engine.core.triage import TriageDecision
 from engine.core.validation import Validators
@@ -497,3 +500,57 @@ def test_the_facts_of_a_keyed_loop_are_never_carried_to_its_next_event() -> None
         facts = read_facts(tx, rt.rules, event, AT)
     plan = decide(event, rt.rules, facts, rt.lifecycle, AT)
     assert carried(rt.rules, rt.rules.loops["repair-r1"], event, facts, plan) is None
+
+
+# ---- a waiting retry taken up again -------------------------------------------------------------
+
+
+def resumed(rt: Runtime, keyed: KeyFacts | None) -> Plan:
+    """The plan for repair-r1's 10:00 occurrence, waiting for its retry, taken up again
+    with `keyed` as what else is there for its key."""
+    event = repair_tick(rt)
+    first = queue(event, "look@1", stable_id("prop", event.event_id), "schedule", EARLIER)
+    waiting = occurrence(
+        event.event_id,
+        "waiting_for_resource",
+        attempt=1,
+        retry_at=AT,
+        used={"runs": 1},
+        failure_class="infrastructure_failure",
+    )
+    with rt.store.read() as tx:
+        state = tx.get_loop_state("repair-r1")
+    facts = ResumeFacts(event, first.record, "look@1", state, keyed=keyed)
+    return resume(waiting, rt.rules, facts, rt.lifecycle, AT)
+
+
+def test_a_waiting_retry_gives_way_to_work_that_took_its_key_meanwhile() -> None:
+    """A retry is new work too: a work item opened on the key while it waited ends it
+    `nothing_to_do`, journaled `existing_work` on the item; with nothing there it is
+    dispatched again."""
+    held = work("open")
+    plan = resumed(runtime(), KeyFacts("repair:r1", work=held))
+    assert not [e for e in plan if isinstance(e, QueueRun)]
+    (linked,) = [e for e in plan if isinstance(e, Journal) and e.action == "existing_work"]
+    assert (linked.entity, linked.entity_id) == ("work", held.work_id)
+    ended = [e for e in plan if isinstance(e, Transition)][-1]
+    assert ended.changes["state"] == "nothing_to_do"
+    assert [e for e in resumed(runtime(), KeyFacts("repair:r1")) if isinstance(e, QueueRun)]
+
+
+def test_the_facts_of_a_key_are_recorded_with_the_decision_for_replay() -> None:
+    """`engine replay` decides again from the facts a decision recorded: what was there
+    for the key reads back as it was read; a loop without a key records nothing more."""
+    keyed = KeyFacts(
+        "repair:r1",
+        work=work(lease_owner="controller:agent"),
+        instance=WorkBinding("b-1", "work-1", "nudge", "r-1", "shadow", "op", EARLIER, EARLIER),
+        job=occurrence("e-1", "awaiting_approval"),
+        attempt=occurrence(
+            "e-0", "failed", failure_class="implementation_failure", used={"runs": 1}
+        ),
+        finding=finding("dismissed", AT),
+    )
+    facts = Facts(keyed=keyed)
+    assert decode_facts(encode_facts(facts)) == facts
+    assert encode_facts(Facts()) == "{}"
