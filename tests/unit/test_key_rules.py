@@ -297,3 +297,60 @@ def test_explain_shows_a_loops_key_where_it_is_written(tmp_path: Path) -> None:
     assert (row.value, row.source) == ('"scan:{payload.repo}"', "loops/t.rules:4")
     plain = loaded(tmp_path / "p", 'loop plain\n  every 1h\n  emit ex.scan { repo: "r1" }\n')
     assert [r for r in explain_loop(plain, "plain") if r.setting == "key"] == []
+
+
+# ---- the examples of docs/rules.md ---------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+
+
+def section_blocks(title: str) -> list[str]:
+    """The ```rules blocks of one section of docs/rules.md."""
+    text = DOCS.read_text(encoding="utf-8")
+    start = text.index(f"\n### {title}\n")
+    end = text.index("\n## ", start + 1)
+    body = text[start:end].split("\n### ")[1]
+    return [part.split("```", 1)[0] for part in body.split("```rules\n")[1:]]
+
+
+def test_the_docs_examples_of_keys_load_with_the_shipped_registry(tmp_path: Path) -> None:
+    """The examples of docs/rules.md#semantic-keys-key and #existing-work-first compile
+    beside the shipped rules (none of which has a key), with two repositories."""
+    shipped = Path(__file__).resolve().parents[2]
+    shutil.copytree(shipped / "registry", tmp_path / "registry")
+    shutil.copytree(shipped / "loops", tmp_path / "loops")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "repos.yaml").write_text(
+        "repos:\n  bj29: {github: example/bj29}\n  factory: {github: example/factory}\n"
+    )
+    blocks = section_blocks("Semantic keys: `key`") + section_blocks("Existing work first")
+    assert len(blocks) == 2
+    (tmp_path / "loops" / "zz-docs.rules").write_text("\n".join(blocks))
+    rules = load_rules(Paths(tmp_path / "loops", tmp_path / "registry", tmp_path / "config"))
+    keys = {name: str(loop.key) for name, loop in rules.loops.items() if loop.key is not None}
+    assert keys == {
+        "repair-bj29": "repair:bj29",
+        "repair-factory": "repair:factory",
+        "review": "pr:{payload.trigger.payload.repo}#{payload.trigger.payload.prNumbers[0]}",
+        "scan": "scan:r1",
+    }
+    assert [r.reads_existing for r in rules.loops["scan"].triage] == [True, True, True]
+
+
+def test_the_catalogue_example_of_e0405_prints_what_the_docs_show(tmp_path: Path) -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    start = text.index("\n#### E0405 ")
+    section = text[start : text.index("\n### ", start)]
+    rules, output = (part.split("```", 1)[0] for part in section.split("```text\n")[1:3])
+    golden = Path(__file__).resolve().parents[1] / "data" / "rules" / "invalid"
+    case = golden / "e0405_two_loops_one_key"
+    for part in ("registry", "config"):
+        shutil.copytree(case / part, tmp_path / part)
+    (tmp_path / "loops").mkdir()
+    shutil.copy(case / "loops" / "routes.rules", tmp_path / "loops" / "routes.rules")
+    (tmp_path / "loops" / "example.rules").write_text(rules)
+    with pytest.raises(RulesError) as caught:
+        load_rules(Paths(tmp_path / "loops", tmp_path / "registry", tmp_path / "config"))
+    (only,) = caught.value.diagnostics
+    rendered = only.render().replace(str(tmp_path) + "/", "")
+    assert rendered == output.rstrip("\n")
