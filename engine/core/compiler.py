@@ -15,6 +15,7 @@ from engine.core.compile_loops import LoopCompiler
 from engine.core.compile_tables import TableCompiler
 from engine.core.config import HostTimer, OverlayEntry
 from engine.core.inputs import Located, Tree
+from engine.core.instances import WAKE_CONTRACT, WAKE_SCHEMA, wake_definitions
 from engine.core.overlay import apply_overlay
 from engine.core.provenance import LoopPlaces, Places, human_only_places, registry_places
 from engine.core.ruleset import Loop, RuleSet, Source, WorkShape
@@ -70,11 +71,11 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
             chains=chains,
             webhooks=webhooks,
             event_types=self.event_types,
-            definitions=self.definitions,
+            definitions={**self.definitions, **wake_definitions(self.controllers)},
             human_only_types=frozenset(self.human_types),
             human_only_definitions=frozenset(self.human_defs),
             repos=self.repos,
-            contracts=self.tree.contracts,
+            contracts=_with_wake_contract(self.tree.contracts, bool(self.controllers)),
             digest=self.tree.digest,
             release_freeze=release_freeze(self.tree),
             probes=self.probes,
@@ -149,6 +150,13 @@ def describe(rules: RuleSet) -> Mapping[str, Any]:
             else {}
         ),
     }
+
+
+def _with_wake_contract(
+    contracts: Mapping[str, Mapping[str, Any]], controllers: bool
+) -> Mapping[str, Mapping[str, Any]]:
+    """The output contracts, and the wake's when a controller is declared."""
+    return {**contracts, WAKE_CONTRACT: WAKE_SCHEMA} if controllers else contracts
 
 
 def shape_summary(shape: WorkShape) -> Mapping[str, Any]:
