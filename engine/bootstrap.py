@@ -20,7 +20,7 @@ from engine.core.validation import Validators
 from engine.errors import BadRequest, ConfigError
 from engine.home import DATABASE_FILE, instance_home, named_home, var_dir
 from engine.loading import Paths, load_rules
-from engine.service import Runtime, Service, probing
+from engine.service import Runtime, Service, instances, probing
 from engine.store.limits import Limits
 from engine.store.ports import Store
 
@@ -179,4 +179,5 @@ def open_service(
         artifacts=artifacts,
         roots=paths.roots(),
     )
+    instances.refresh(runtime)  # the work-bound instances bound so far
     return Service(runtime, observer=ProbeRunner(), probe_threads=probe_threads)

@@ -219,10 +219,17 @@ def _plain(data: Any) -> Any:
     return data
 
 
-def _key_spans(file: str, node: Any) -> dict[str, Span]:
+def _key_spans(file: str, node: Any, deep: bool = False, prefix: str = "") -> dict[str, Span]:
+    """The span of each key of a mapping; `deep`: of the keys of its mappings too, by
+    their dotted path (`browser.allow`, `browser.login.urls`)."""
     if not isinstance(node, dict):
         return {}
-    return {str(k): node_span(file, node, k) for k in node}
+    spans: dict[str, Span] = {}
+    for k in node:
+        spans[f"{prefix}{k}"] = node_span(file, node, k)
+        if deep and isinstance(node[k], dict):
+            spans.update(_key_spans(file, node[k], deep, f"{prefix}{k}."))
+    return spans
 
 
 def _section(
@@ -406,9 +413,11 @@ def _entries(
     collector: Collector,
     fast: bool,
     accept: Callable[[M, str, Any, Collector], bool] | None = None,
+    deep: bool = False,
 ) -> list[Located[M]]:
     """A registry file's list under `key`, each entry validated into `model` (E0902 at
-    its key) and kept when `accept` (a check beyond the model's) lets it."""
+    its key) and kept when `accept` (a check beyond the model's) lets it; `deep`: the
+    keys of its nested mappings are placed too (`browser.allow`)."""
     found = _section(root, path, key, list, collector, fast)
     if found is None:
         return []
@@ -417,14 +426,15 @@ def _entries(
     for index, body in enumerate(section):
         entry = validate(model, body, file, body, collector)
         if entry is not None and (accept is None or accept(entry, file, body, collector)):
-            out.append(Located(entry, node_span(file, section, index), _key_spans(file, body)))
+            spans = _key_spans(file, body, deep)
+            out.append(Located(entry, node_span(file, section, index), spans))
     return out
 
 
 def load_probes(registry: Path, collector: Collector, fast: bool = False) -> list[Located[Probe]]:
     """registry/probes.yaml (optional): the probes watch loops poll."""
     root, path = Root(LAYOUT["registry"], registry), registry / "probes.yaml"
-    return _entries(Probe, root, path, "probes", collector, fast, _on_its_allowlist)
+    return _entries(Probe, root, path, "probes", collector, fast, _on_its_allowlist, deep=True)
 
 
 def load_controllers(

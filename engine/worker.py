@@ -30,12 +30,13 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TypeVar
 
-from engine.adapters import Adapter, Adapters, CommandAdapter, Job
+from engine.adapters import Adapter, Adapters, CommandAdapter, ControllerAdapter, Job, Wake
 from engine.bootstrap import URL_ENV, is_database_url
+from engine.core.instances import is_wake
 from engine.core.records import LEASED, RunRecord
 from engine.errors import Conflict, Unavailable
 from engine.loading import Paths, path_environment
-from engine.service import Execution, Service, executions
+from engine.service import Execution, Service, executions, wakes
 from engine.service.runs import Start, definition_of
 
 log = logging.getLogger("engine.worker")
@@ -97,7 +98,10 @@ def default_worker_id() -> str:
 
 
 def adapters_for(
-    db: str, paths: Paths | None = None, overrides: Mapping[str, Adapter] | None = None
+    db: str,
+    paths: Paths | None = None,
+    overrides: Mapping[str, Adapter] | None = None,
+    url: str | None = None,
 ) -> Adapters:
     """The adapters of a worker on database `db` with the rules at `paths`: commands
     that declare ENGINE_DB or ENGINE_DATABASE_URL and ENGINE_RULES/REGISTRY/CONFIG (the
@@ -113,7 +117,11 @@ def adapters_for(
         environ.pop(URL_ENV, None)  # it would take precedence over ENGINE_DB
     if paths is not None:
         environ.update(path_environment(paths))
-    return Adapters(overrides={"command": CommandAdapter(environ=environ), **(overrides or {})})
+    mine: dict[str, Adapter] = {
+        "command": CommandAdapter(environ=environ),
+        "controller": ControllerAdapter(environ=environ, url=url),
+    }
+    return Adapters(overrides={**mine, **(overrides or {})})
 
 
 async def run_worker(
@@ -309,7 +317,28 @@ def prepare(service: Service, run: RunRecord) -> Job | Execution:
     event = service.event(run.event_id)["event"]
     run_dir = service.rt.artifacts / run.run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    return Job(run=run, event=event, definition=definition, run_dir=run_dir)
+    wake = _wake(service, run) if is_wake(definition) else None
+    if isinstance(wake, Execution):
+        return wake
+    return Job(run=run, event=event, definition=definition, run_dir=run_dir, wake=wake)
+
+
+def _wake(service: Service, run: RunRecord) -> Wake | Execution:
+    """What a wake's adapter is handed: its controller, and its work's context as the
+    work item is now."""
+    rt = service.rt
+    loop = wakes.instance_of(rt, run)
+    work_id = wakes.work_of(run)
+    if loop is None or loop.work is None or loop.work.controller is None or work_id is None:
+        return Execution(result=None, error=f"run '{run.run_id}' wakes no bound instance")
+    controller = rt.rules.controllers[loop.work.controller]
+    item = service.work_item(work_id)
+    return Wake(
+        controller,
+        work_id,
+        wakes.context_of(item),
+        lambda: wakes.claimed(rt, work_id, run.run_id),
+    )
 
 
 async def _guarded(execution: Awaitable[Execution], job: Job) -> Execution:

@@ -11,12 +11,22 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.adapters.command import CommandAdapter
+from engine.adapters.controller import ControllerAdapter, Wake
 from engine.adapters.fake import FakeAdapter
 from engine.core.records import EventRecord, RunRecord
 from engine.core.registry import Definition
 from engine.service.runs import Execution
 
-__all__ = ["Adapter", "Adapters", "AgentAdapter", "CommandAdapter", "FakeAdapter", "Job"]
+__all__ = [
+    "Adapter",
+    "Adapters",
+    "AgentAdapter",
+    "CommandAdapter",
+    "ControllerAdapter",
+    "FakeAdapter",
+    "Job",
+    "Wake",
+]
 
 NO_AGENT_RUNNER = "no agent runner is configured for adapter 'agent'"
 
@@ -31,6 +41,7 @@ class Job:
     event: EventRecord
     definition: Definition
     run_dir: Path
+    wake: Wake | None = None  # a wake's controller and work (engine.adapters.controller)
 
 
 class Adapter(Protocol):
@@ -57,6 +68,7 @@ class Adapters:
             "command": CommandAdapter(),
             "fake": FakeAdapter(),
             "agent": AgentAdapter(),
+            "controller": ControllerAdapter(),
             **(overrides or {}),
         }
 

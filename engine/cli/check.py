@@ -21,8 +21,9 @@ def register(sub: Any) -> None:
         help="validate rules, registry and overlay (fail closed)",
         description="Parse and compile loops/*.rules with the registry and the instance "
         "overlay. Prints a summary, or every error with file:line:col, the line, a caret "
-        "and a hint. Exit 0 valid, 1 invalid, 2 usage. With --explain LOOP, prints "
-        "every effective setting of that loop and where it came from instead.",
+        "and a hint. Exit 0 valid, 1 invalid, 2 usage. With --explain NAME, prints "
+        "every effective setting of that loop (or work-bound loop shape) and where it "
+        "came from instead.",
     )
     add_rules_options(p)
     add_json_option(p)
@@ -34,12 +35,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--explain",
-        metavar="LOOP",
+        metavar="NAME",
         default=None,
-        help="print every effective setting of LOOP and where it came from: a rule line, "
-        "a default, an overlay line or the registry "
+        help="print every effective setting of the loop or work-bound loop shape NAME and "
+        "where it came from: a rule line, a default, an overlay line or the registry "
         "(docs/rules.md#seeing-a-loops-effective-settings); "
-        "exit 2 for a loop the rules do not declare",
+        "exit 2 for a name the rules do not declare",
     )
     p.set_defaults(handler=run_check)
 

@@ -152,7 +152,10 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         configure_logging(args)
         db, paths = database_path(args.db), paths_from(args)
-        adapters = adapters_for(db, paths)
+        # where a woken controller reports back (docs/work.md#waking-the-controller)
+        shown = "127.0.0.1" if args.host in ("0.0.0.0", "", "::") else args.host
+        host = f"[{shown}]" if ":" in shown else shown
+        adapters = adapters_for(db, paths, url=f"http://{host}:{args.port}")
         settings = Settings.from_env(
             worker=not args.no_worker,
             adapters=adapters,

@@ -78,7 +78,7 @@ def check(facts: RunFacts, rules: RuleSet) -> Verdict:
     definition = rules.definitions.get(ref) if ref is not None else None
     if ref is None or definition is None:
         return Verdict(Refusal.UNKNOWN_DEFINITION, f"'{run.definition}' is not in the rules")
-    route = rules.routes.get(event.type)
+    route = rules.route_of(event.type, event.loop)
     if route is None or route.definition != ref:
         routed = f"to {route.definition}" if route is not None else "nowhere"
         return Verdict(Refusal.NOT_ROUTED, f"the rules route '{event.type}' {routed}, not to {ref}")

@@ -446,7 +446,10 @@ class LoopCompiler(ShapeCompiler):
         # Disabling is always allowed: an overlay may switch off a kernel loop that
         # earned auto approval; only declaring auto on a loop that is not on fails.
         switched_off = declared is not None and declared.enabled and not loop.enabled
-        if loop.approval is Approval.AUTO and not loop.enabled and not switched_off:
+        # A shape is never enabled itself: its instances are, by their bindings, and
+        # they run in shadow until they graduate (docs/work.md#work-bound-loops).
+        shape = loop.name in self.work_shapes
+        if loop.approval is Approval.AUTO and not loop.enabled and not switched_off and not shape:
             approval_at = overlay_keys.get("enabled", approval_at)
             self.c.error(
                 "E0301",

@@ -15,8 +15,15 @@ from engine.core.compile_loops import LoopCompiler
 from engine.core.compile_tables import TableCompiler
 from engine.core.config import HostTimer, OverlayEntry
 from engine.core.inputs import Located, Tree
+from engine.core.instances import WAKE_CONTRACT, WAKE_SCHEMA, wake_definitions
 from engine.core.overlay import apply_overlay
-from engine.core.provenance import LoopPlaces, Places, human_only_places, registry_places
+from engine.core.provenance import (
+    LoopPlaces,
+    Places,
+    entry_places,
+    human_only_places,
+    registry_places,
+)
 from engine.core.ruleset import Loop, RuleSet, Source, WorkShape
 
 
@@ -71,11 +78,11 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
             chains=chains,
             webhooks=webhooks,
             event_types=self.event_types,
-            definitions=self.definitions,
+            definitions={**self.definitions, **wake_definitions(self.controllers)},
             human_only_types=frozenset(self.human_types),
             human_only_definitions=frozenset(self.human_defs),
             repos=self.repos,
-            contracts=self.tree.contracts,
+            contracts=_with_wake_contract(self.tree.contracts, bool(self.controllers)),
             digest=self.tree.digest,
             release_freeze=release_freeze(self.tree),
             probes=self.probes,
@@ -109,7 +116,8 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
         overlay_spans: Mapping[str, Mapping[str, Span]],
         decls: list[Any],
     ) -> Places:
-        """Where each effective loop's settings were written (engine.core.provenance)."""
+        """Where each effective loop's and each shape's settings were written, and the
+        registry entries they follow from (engine.core.provenance)."""
         placed: dict[str, LoopPlaces] = {}
         for name, loop in loops.items():
             kernel = self.loop_places.get(name) if loop.source is Source.KERNEL else None
@@ -120,7 +128,19 @@ class _Compiler(LoopCompiler, ClockCompiler, TableCompiler):
             )
         definitions, event_types = registry_places(self.tree)
         human = human_only_places(d for d in decls if isinstance(d, HumanOnlyDecl))
-        return Places(placed, definitions, event_types, human)
+        shapes = {
+            name: self.loop_places.get(name) or LoopPlaces(declared=shape.origin)
+            for name, shape in self.work_shapes.items()
+        }
+        return Places(
+            placed,
+            definitions,
+            event_types,
+            human,
+            shapes=shapes,
+            controllers=entry_places(self.tree.controllers, lambda c: str(c.id)),
+            probes=entry_places(self.tree.probes, lambda p: str(p.id)),
+        )
 
 
 def release_freeze(tree: Tree) -> bool:
@@ -150,6 +170,13 @@ def describe(rules: RuleSet) -> Mapping[str, Any]:
             else {}
         ),
     }
+
+
+def _with_wake_contract(
+    contracts: Mapping[str, Mapping[str, Any]], controllers: bool
+) -> Mapping[str, Mapping[str, Any]]:
+    """The output contracts, and the wake's when a controller is declared."""
+    return {**contracts, WAKE_CONTRACT: WAKE_SCHEMA} if controllers else contracts
 
 
 def shape_summary(shape: WorkShape) -> Mapping[str, Any]:

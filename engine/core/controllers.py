@@ -26,6 +26,9 @@ CONTROLLER_PLACEHOLDERS = {
     "context_file": "the file holding the work's context (with `context: file`)",
 }
 CONTROLLER_TIMEOUT = "1h"
+# How long a woken controller has to claim the work (`POST /work/{id}/continue`) before
+# the wake counts as `controller_did_not_claim` (docs/work.md#waking-the-controller).
+LAUNCH_RESERVATION = "5m"
 CONTROLLER_TIMEOUT_MAX = 6 * 3600
 TOKEN_ENV_PATTERN = r"^[A-Z][A-Z0-9_]*$"
 # Programs that would read their commands from a string: an argv template is run
@@ -57,10 +60,20 @@ class Controller(_Frozen):
     context: Literal["stdin", "file"] = "stdin"
     token_env: str
     report: str | None = None
+    launch_reservation: str = LAUNCH_RESERVATION
 
     @property
     def timeout_seconds(self) -> int:
         return parse_duration(self.timeout)
+
+    @property
+    def reservation_seconds(self) -> int:
+        return parse_duration(self.launch_reservation)
+
+    @field_validator("launch_reservation")
+    @classmethod
+    def _reservation(cls, value: str) -> str:
+        return timeout_within(value)
 
     @field_validator("timeout")
     @classmethod
@@ -129,4 +142,9 @@ class Controller(_Frozen):
             raise ValueError("{context_file} belongs to `context: file`; this one reads stdin")
         if self.token_env in self.env:
             raise ValueError(f"'{self.token_env}' is the token's variable; it is not in `env`")
+        if not 0 < self.reservation_seconds <= self.timeout_seconds:
+            raise ValueError(
+                f"launch_reservation {self.launch_reservation} is more than 0s and at most "
+                f"the timeout ({self.timeout})"
+            )
         return self

@@ -34,6 +34,7 @@ from engine.core.effects import (
     Effect,
     Journal,
     MarkPlanned,
+    MoveBinding,
     Notify,
     OpenOccurrence,
     Outbox,
@@ -85,6 +86,7 @@ from engine.core.ruleset import (
     Loop,
     OnActive,
     RuleSet,
+    WorkBound,
     max_active,
 )
 from engine.core.states import (
@@ -106,7 +108,15 @@ from engine.core.triage import (
     where,
 )
 from engine.core.triggers import Conclusion, after_tick, dependents, event_tick, fired_by
-from engine.core.work import COMMAND_TYPES
+from engine.core.work import (
+    COMMAND_TYPES,
+    BindingState,
+    WorkBinding,
+    WorkGate,
+    WorkItem,
+    reservation_live,
+)
+from engine.core.work import gate as work_gate
 
 
 class Machines(Protocol):
@@ -169,6 +179,10 @@ class Facts:
     history: History | None = None
     open_proposals: tuple[Superseded, ...] = ()  # the loop's open proposals
     last_notified: str | None = None  # the state last notified for the loop and repo
+    # A work-bound instance's work item and binding, as the deciding transaction read
+    # them (docs/work.md#work-bound-loops); None for any other loop.
+    work: WorkItem | None = None
+    binding: WorkBinding | None = None
     keyed: KeyFacts | None = None  # what is there for the occurrence's key (a loop with one)
 
 
@@ -250,6 +264,11 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
             note = f"coalesced into active occurrence {into.event_id} ({into.signals + 1} pending)"
             out.append(Signal(into.event_id))
             out.extend(_fold(rules, event, loop, into, NoopReason.COALESCED, note, at))
+            return tuple(out)
+    if loop is not None and loop.work is not None and loop.enabled and not paused:
+        held = _work_gate(loop, loop.work, facts, at)
+        if held is not None:
+            out.extend(_work_held(rules, machines, event, loop, ident, held, facts, at))
             return tuple(out)
     decision = plan(event, event.admitted_by, rules, Snapshot(facts.in_flight, loop_paused=paused))
     if loop is not None and decision.kind is not DecisionKind.NOOP:
@@ -340,6 +359,98 @@ def decide(event: EventRecord, rules: RuleSet, facts: Facts, machines: Machines,
     elif decision.kind is DecisionKind.RUN:
         out.extend(_auto_run(machines, event, decision, at))
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """Why a work-bound firing does nothing, and what it does to its instance."""
+
+    reason: NoopReason
+    note: str
+    move: str | None = None  # the binding's new state, if it moves
+
+
+def _work_gate(loop: Loop, bound: WorkBound, facts: Facts, at: str) -> _Held | None:
+    """The gate of a work-bound firing over the work item and binding the deciding
+    transaction read (engine.core.work.gate), before anything is launched or any page
+    opened: None when it may go on to triage."""
+    now = parse_iso(at)
+    verdict = work_gate(facts.work, now)
+    item = facts.work
+    if verdict is WorkGate.MISSING or item is None:
+        why = f"work '{bound.work_id}' is gone: instance {loop.name} pauses"
+        return _Held(NoopReason.WORK_MISSING, why, BindingState.PAUSED)
+    if verdict is WorkGate.DONE:
+        why = f"work '{bound.work_id}' is {item.state}: instance {loop.name} is disabled"
+        return _Held(NoopReason.NOTHING_TO_DO, why, BindingState.DISABLED)
+    if verdict is WorkGate.CONTROLLER_ACTIVE:
+        why = (
+            f"work '{bound.work_id}' is held by {item.lease_owner} until "
+            f"{item.lease_expires_at}: no competing controller"
+        )
+        return _Held(NoopReason.CONTROLLER_ACTIVE, why)
+    if reservation_live(item, now):
+        why = (
+            f"a wake of work '{bound.work_id}' ({item.reserved_by}) may still be claimed "
+            f"until {item.reserved_until}"
+        )
+        return _Held(NoopReason.CONTROLLER_ACTIVE, why)
+    last = facts.binding.last_wake_at if facts.binding is not None else None
+    if last is not None and now < parse_iso(last) + timedelta(seconds=bound.cooldown_seconds):
+        until = iso(parse_iso(last) + timedelta(seconds=bound.cooldown_seconds))
+        return _Held(
+            NoopReason.COOLDOWN, f"instance {loop.name} woke at {last}: cooldown until {until}"
+        )
+    return None
+
+
+def _work_held(
+    rules: RuleSet,
+    machines: Machines,
+    event: EventRecord,
+    loop: Loop,
+    ident: Identity,
+    held: _Held,
+    facts: Facts,
+    at: str,
+) -> list[Effect]:
+    """A work-bound firing the gate held: a no-op whose occurrence concludes at once
+    (`nothing_to_do`), the instance disabled (its work ended) or paused (its work is
+    gone) in the same commit; nothing launched, no page opened."""
+    decision = Decision(
+        DecisionKind.NOOP,
+        held.reason,
+        None,
+        loop.name,
+        None,
+        False,
+        False,
+        loop.origin,
+        held.note,
+    )
+    opened = OccurrenceRecord(
+        event_id=event.event_id,
+        loop=loop.name,
+        state=OccurrenceState.CREATED,
+        updated_at=at,
+        occurrence_key=ident.key,
+        repo=ident.repo,
+        window=ident.window,
+        created_at=at,
+    )
+    out: list[Effect] = [_record(rules, event, decision, at)]
+    out.extend(_occurrence(machines, event, opened, decision, at, OccurrenceTrigger.NOOP))
+    bound = loop.work
+    if held.move is not None and bound is not None and facts.binding is not None:
+        out.append(
+            MoveBinding(
+                bound.binding_id, bound.work_id, facts.binding.version, held.move, held.note
+            )
+        )
+    if held.move == BindingState.PAUSED:
+        occ = replace(opened, state=OccurrenceState.NOTHING_TO_DO, finished_at=at)
+        out.append(pause(loop, held.note, "paused:work_missing", occ, at))
+    return out
 
 
 def envelope_of(event: EventRecord) -> Envelope:

@@ -36,6 +36,12 @@ class NoopReason(StrEnum):
     RELEASE_READY = "release_ready"
     EXTERNAL_BLOCKER = "external_blocker"
     HUMAN_ATTENTION_REQUIRED = "human_attention_required"
+    # A work-bound instance's gate (docs/work.md#work-bound-loops), read before anything
+    # is launched: its work is gone (the loop pauses), a controller holds the work or a
+    # wake is pending, the instance woke its controller less than its cooldown ago.
+    WORK_MISSING = "work_missing"
+    CONTROLLER_ACTIVE = "controller_active"
+    COOLDOWN = "cooldown"
     # the occurrence's key has existing work: it creates none (docs/rules.md#existing-work-first)
     EXISTING_WORK = "existing_work"
 
@@ -134,6 +140,11 @@ class JournalAction(StrEnum):
     COMPLETED = "completed"
     BOUND = "bound"  # work: a work-bound loop instance was made for it
     WORK_REFUSED = "work_refused"  # event: its command on work was refused
+    # work: a wake (docs/work.md#waking-the-controller)
+    WAKE_RESERVED = "wake_reserved"  # a wake took the launch reservation and launched
+    CONTROLLER_DID_NOT_CLAIM = "controller_did_not_claim"  # the reservation ended unclaimed
+    INSTANCE_DISABLED = "instance_disabled"  # its work ended: the instance fires no more
+    INSTANCE_PAUSED = "instance_paused"  # its work is gone: the instance is paused
 
 
 # The fixed actors' names: never an operator's name, so `operator:schedule` cannot be

@@ -176,6 +176,19 @@ class WorkCommand:
     actor: str
 
 
+@dataclass(frozen=True, slots=True)
+class MoveBinding:
+    """A work-bound instance's binding moves (its work ended: `disabled`; its work is
+    gone: `paused`), a compare-and-set on the version the decision read; journaled on
+    the work item."""
+
+    binding_id: str
+    work_id: str
+    expect_version: int
+    to_state: str
+    note: str
+
+
 Effect: TypeAlias = (
     Journal
     | MarkPlanned
@@ -193,5 +206,6 @@ Effect: TypeAlias = (
     | Admit
     | Outbox
     | WorkCommand
+    | MoveBinding
 )
 Plan: TypeAlias = tuple[Effect, ...]

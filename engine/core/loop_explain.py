@@ -83,15 +83,15 @@ def explain_loop(rules: RuleSet, name: str) -> list[Row]:
     loop = rules.loops.get(name)
     if loop is None:
         raise UnknownLoop(name)
-    return list(_Explainer(rules, loop).rows())
+    return list(LoopExplainer(rules, loop).rows())
 
 
 def warnings_of(rules: RuleSet, name: str) -> list[Diagnostic]:
-    """The load warnings (an old spelling's W0901) written on the lines of loop `name`:
-    its `loop` line, its settings, its emit and payload, its triage header and its
-    overlay lines. A loop of a `for` block shares its template's lines, and so their
-    warnings."""
-    places = rules.places.loops.get(name)
+    """The load warnings (an old spelling's W0901) written on the lines of loop (or
+    work-bound shape) `name`: its `loop` line, its settings, its emit and payload, its
+    triage header and its overlay lines. A loop of a `for` block shares its template's
+    lines, and so their warnings."""
+    places = rules.places.loops.get(name) or rules.places.shapes.get(name)
     if places is None:
         return []
     spans = [places.declared, places.emit, places.payload, places.triage]
@@ -101,10 +101,15 @@ def warnings_of(rules: RuleSet, name: str) -> list[Diagnostic]:
     return [w for w in rules.warnings if (w.span.file, w.span.line) in lines]
 
 
-class _Explainer:
-    def __init__(self, rules: RuleSet, loop: Loop) -> None:
+class LoopExplainer:
+    """The rows of one loop; engine.core.shape_explain builds a shape's on it, from the
+    shape's template loop and places."""
+
+    def __init__(self, rules: RuleSet, loop: Loop, places: LoopPlaces | None = None) -> None:
         self.rules, self.loop = rules, loop
-        self.places = rules.places.loops.get(loop.name) or LoopPlaces(declared=loop.origin)
+        self.places = (
+            places or rules.places.loops.get(loop.name) or LoopPlaces(declared=loop.origin)
+        )
         self.overlay_loop = loop.source is Source.OVERLAY
         self.route: Route | None = rules.routes.get(loop.event_type)
         self.definition: Definition | None = (
@@ -400,7 +405,12 @@ def trigger_text(trigger: Trigger) -> str:
 
 def payload_text(payload: Mapping[str, Any]) -> str:
     """`{repo: "bj29"}`: a static payload as a rule file writes it."""
-    return _value(dict(payload))
+    return value_text(dict(payload))
+
+
+def value_text(value: Any) -> str:
+    """A value as a rule file writes it: an object's plain keys bare, the rest JSON."""
+    return _value(value)
 
 
 def _value(value: Any) -> str:
@@ -499,4 +509,13 @@ def _braces(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-__all__ = ["Row", "UnknownLoop", "explain_loop", "expr_text", "payload_text", "trigger_text"]
+__all__ = [
+    "Row",
+    "UnknownLoop",
+    "explain_loop",
+    "expr_text",
+    "payload_text",
+    "trigger_text",
+    "value_text",
+    "warnings_of",
+]

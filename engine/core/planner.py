@@ -107,8 +107,9 @@ def admitted_record(
 def plan(event: Tick, admitted_by: str, rules: RuleSet, snapshot: Snapshot) -> Decision:
     """Decide what an event admitted by `admitted_by` leads to. Human-only types always
     propose."""
-    route = rules.routes.get(event.type)
     loop = loop_of(event, admitted_by, rules)
+    # A work-bound instance routes to its controller's wake, not by its event type.
+    route = rules.route_of(event.type, loop.name if loop is not None else None)
     loop_name = loop.name if loop else None
     if route is None:
         return Decision(

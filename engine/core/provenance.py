@@ -1,6 +1,7 @@
-"""Where each effective setting of a loop was written: a rule line, an overlay line, or
-the registry entry it follows from. Recorded by the compiler beside the RuleSet
-(`RuleSet.places`), read by `engine check --explain LOOP` (engine.core.loop_explain,
+"""Where each effective setting of a loop or a work-bound loop shape was written: a rule
+line, an overlay line, or the registry entry it follows from. Recorded by the compiler
+beside the RuleSet (`RuleSet.places`), read by `engine check --explain NAME`
+(engine.core.loop_explain, engine.core.shape_explain,
 docs/rules.md#seeing-a-loops-effective-settings).
 
 The places never change what a rule set means: they are not part of the digest (which
@@ -8,16 +9,16 @@ covers the kernel files' bytes) and a RuleSet compares equal without them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dsl import spelling
 from dsl.diagnostics import Span
 from dsl.model import HumanOnlyDecl, LoopDecl, Setting
 
 if TYPE_CHECKING:
-    from engine.core.inputs import Tree
+    from engine.core.inputs import Located, Tree
 
 # A loop setting as written (old or new spelling) and the setting it is now
 # (docs/rules.md#one-spelling): the trigger keys are one setting, `trigger`, and the
@@ -63,13 +64,18 @@ class LoopPlaces:
 
 @dataclass(frozen=True, slots=True)
 class Places:
-    """The places of a compiled rule set: each loop's, each registry entry's (its span
-    under "" and each key's), and each `human_only` line by its target."""
+    """The places of a compiled rule set: each loop's and each work-bound shape's (by
+    name), each registry entry's (its span under "" and each key's; a probe's nested
+    keys by their dotted path, `browser.allow`), and each `human_only` line by its
+    target."""
 
     loops: Mapping[str, LoopPlaces] = field(default_factory=dict)
     definitions: Mapping[str, Mapping[str, Span]] = field(default_factory=dict)  # by DEF@V
     event_types: Mapping[str, Mapping[str, Span]] = field(default_factory=dict)
     human_only: Mapping[str, Span] = field(default_factory=dict)  # TYPE or DEF@V
+    shapes: Mapping[str, LoopPlaces] = field(default_factory=dict)
+    controllers: Mapping[str, Mapping[str, Span]] = field(default_factory=dict)  # by id
+    probes: Mapping[str, Mapping[str, Span]] = field(default_factory=dict)  # by id
 
 
 def loop_places(decl: LoopDecl, in_for_block: bool) -> LoopPlaces:
@@ -112,13 +118,20 @@ def _budget_keys(s: Setting) -> Iterable[tuple[str, Span]]:
 def registry_places(tree: Tree) -> tuple[dict[str, dict[str, Span]], dict[str, dict[str, Span]]]:
     """Each definition's (by `DEF@V`) and each event type's entry span and key spans,
     the first entry of a name winning as it does in the compiler."""
-    definitions: dict[str, dict[str, Span]] = {}
-    for d in tree.definitions:
-        definitions.setdefault(d.value.ref, {"": d.span, **d.keys})
-    event_types: dict[str, dict[str, Span]] = {}
-    for e in tree.event_types:
-        event_types.setdefault(e.value.name, {"": e.span, **e.keys})
+    definitions = entry_places(tree.definitions, lambda d: str(d.ref))
+    event_types = entry_places(tree.event_types, lambda e: str(e.name))
     return definitions, event_types
+
+
+def entry_places(
+    entries: Iterable[Located[Any]], name: Callable[[Any], str]
+) -> dict[str, dict[str, Span]]:
+    """Each registry entry's span (under "") and key spans by its `name`, the first
+    entry of a name winning as it does in the compiler."""
+    found: dict[str, dict[str, Span]] = {}
+    for entry in entries:
+        found.setdefault(name(entry.value), {"": entry.span, **entry.keys})
+    return found
 
 
 def human_only_places(decls: Iterable[HumanOnlyDecl]) -> dict[str, Span]:

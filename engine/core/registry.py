@@ -143,7 +143,9 @@ class Definition(_Frozen):
     id: str = Field(pattern=NAME_PATTERN)
     version: Annotated[int, Field(ge=1)]
     description: str = ""
-    adapter: Literal["command", "fake", "agent"]
+    # `controller`: a wake, made by the rule set of each entry of registry/controllers.yaml
+    # (engine.core.instances.wake_definition); never written in definitions.yaml.
+    adapter: Literal["command", "fake", "agent", "controller"]
     argv: tuple[str, ...] = ()
     params: dict[str, Param] = Field(default_factory=dict)
     env: tuple[str, ...] = ()
@@ -171,6 +173,15 @@ class Definition(_Frozen):
     @classmethod
     def _timeout(cls, value: str) -> str:
         return timeout_within(value)
+
+    @field_validator("adapter")
+    @classmethod
+    def _adapter(cls, value: str) -> str:
+        if value == "controller":
+            raise ValueError(
+                "a controller's wake is declared in registry/controllers.yaml, not as a definition"
+            )
+        return value
 
     @field_validator("outcomes")
     @classmethod

@@ -200,6 +200,25 @@ class Loop:
     origin: Span = field(default_factory=lambda: Span("<unknown>", 1, 1))
     overlay_origin: Span | None = None  # the overlay entry that changed or declared it
     overridden: tuple[str, ...] = ()  # kernel fields the overlay changed
+    # A work-bound instance (engine.core.instances): the work item it follows, and the
+    # route its firings take (to its controller's wake) instead of its event type's.
+    work: WorkBound | None = None
+    route: Route | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkBound:
+    """What makes a loop an instance of a work-bound shape (docs/work.md): the shape,
+    the binding and the work item it follows, and what each firing does."""
+
+    shape: str
+    binding_id: str
+    work_id: str
+    mode: WorkMode
+    controller: str | None
+    probe: str | None
+    cooldown_seconds: int
+    live: bool  # graduated out of shadow
 
 
 def max_active(loop: Loop) -> int | None:
@@ -365,6 +384,14 @@ class RuleSet:
             return True
         route = self.routes.get(event_type)
         return route is not None and route.definition in self.human_only_definitions
+
+    def route_of(self, event_type: str, loop: str | None = None) -> Route | None:
+        """The route an event of `loop` takes: a work-bound instance's own (to its
+        controller's wake), else its type's."""
+        found = self.loops.get(loop) if loop is not None else None
+        if found is not None and found.route is not None and found.event_type == event_type:
+            return found.route
+        return self.routes.get(event_type)
 
     def definition_for(self, event_type: str) -> Definition | None:
         route = self.routes.get(event_type)

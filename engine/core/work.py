@@ -85,6 +85,10 @@ class WorkItem:
     lease_owner: str | None = None
     lease_session: str | None = None
     lease_expires_at: str | None = None
+    # A wake's launch reservation: the run that launched the controller, and until when
+    # the controller may claim before the wake counts as `controller_did_not_claim`.
+    reserved_by: str | None = None
+    reserved_until: str | None = None
 
 
 class BindingState(StrEnum):
@@ -112,6 +116,7 @@ class WorkBinding:
     created_at: str
     updated_at: str
     version: int = 1
+    last_wake_at: str | None = None  # when it last woke its controller (its cooldown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +220,15 @@ def move(item: WorkItem, trigger: WorkTrigger, now: str) -> WorkItem:
             reason="illegal_transition",
             state=item.state,
         )
-    changed = dataclasses.replace(item, state=to, updated_at=now, version=item.version + 1)
+    # Any report on the work (the controller's claim, a move) consumes a pending wake.
+    changed = dataclasses.replace(
+        item,
+        state=to,
+        updated_at=now,
+        version=item.version + 1,
+        reserved_by=None,
+        reserved_until=None,
+    )
     if to in TERMINAL or trigger == WorkTrigger.REOPEN:
         return _released(changed)
     return changed
@@ -225,6 +238,51 @@ def lease_live(item: WorkItem, now: datetime) -> bool:
     """A controller holds the item's lease at `now`."""
     expires = item.lease_expires_at
     return expires is not None and parse_iso(expires) > now
+
+
+def reservation_live(item: WorkItem, now: datetime) -> bool:
+    """A wake launched a controller that may still claim the item at `now`."""
+    until = item.reserved_until
+    return item.reserved_by is not None and until is not None and parse_iso(until) > now
+
+
+def reserve(item: WorkItem, run_id: str, now: datetime, seconds: int) -> WorkItem:
+    """The item with a wake's launch reservation: run `run_id` launched its controller,
+    which has until now + `seconds` to claim it. Refused (409) while a controller holds
+    the lease or another wake's reservation is live, and for terminal work."""
+    if is_terminal(item.state):
+        raise Conflict(
+            f"work '{item.work_id}' is {item.state}: nothing is woken for it",
+            reason="illegal_transition",
+            state=item.state,
+        )
+    if lease_live(item, now):
+        raise Conflict(
+            f"work '{item.work_id}' is held by {item.lease_owner} until {item.lease_expires_at}",
+            reason="lease_held",
+            owner=item.lease_owner,
+        )
+    if reservation_live(item, now) and item.reserved_by != run_id:
+        raise Conflict(
+            f"a wake of work '{item.work_id}' ({item.reserved_by}) may still be claimed "
+            f"until {item.reserved_until}",
+            reason="wake_pending",
+            run=item.reserved_by,
+        )
+    return dataclasses.replace(
+        item,
+        reserved_by=run_id,
+        reserved_until=iso(now + timedelta(seconds=seconds)),
+        updated_at=iso(now),
+        version=item.version + 1,
+    )
+
+
+def unreserved(item: WorkItem, now: str) -> WorkItem:
+    """The item with its pending wake's reservation dropped (it ended unclaimed)."""
+    return dataclasses.replace(
+        item, reserved_by=None, reserved_until=None, updated_at=now, version=item.version + 1
+    )
 
 
 def claim(

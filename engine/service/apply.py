@@ -16,6 +16,7 @@ from engine.core.effects import (
     Effect,
     Journal,
     MarkPlanned,
+    MoveBinding,
     Notify,
     OpenOccurrence,
     Outbox,
@@ -94,6 +95,8 @@ def _apply(rt: Runtime, tx: Tx, effect: Effect, at: str) -> None:
             tx.enqueue_outbox(event, origin_run, actor, at)
         case WorkCommand():
             work.apply_command(rt, tx, effect, at)
+        case MoveBinding():
+            work.move_binding(rt, tx, effect, at)
 
 
 def queued(rt: Runtime, tx: Tx, effect: QueueRun, at: str) -> RunRecord:

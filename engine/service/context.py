@@ -29,9 +29,17 @@ class Runtime:
     # (`loops/...`: docs/rules.md#places): where a recorded place's file is now.
     roots: tuple[Root, ...] = ()
     lifecycle: Lifecycle = field(init=False)
+    # The work-bound instances the rules hold now (engine.service.instances): each
+    # binding's id, state and version, to tell when they change.
+    instances: tuple[tuple[str, str, int], ...] = ()
 
     def __post_init__(self) -> None:
         self.lifecycle = Lifecycle(self.rules)
+
+    def use_rules(self, rules: RuleSet) -> None:
+        """Plan with `rules` from now on (the same rules with other instances)."""
+        self.rules = rules
+        self.lifecycle = Lifecycle(rules)
 
     def now(self) -> str:
         return iso(self.clock())

@@ -91,6 +91,8 @@ def read_facts_many(tx: Tx, rules: RuleSet, events: Sequence[EventRecord], at: s
                 else None,
                 open_proposals=open_proposals.get(loop.name, ()) if loop.name in supersede else (),
                 last_notified=None,
+                work=tx.get_work(loop.work.work_id) if loop.work is not None else None,
+                binding=tx.get_binding(loop.work.binding_id) if loop.work is not None else None,
                 keyed=key_facts(tx, loop, event),
             )
         )

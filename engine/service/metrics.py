@@ -201,6 +201,9 @@ def _figures(
             int(r["n"]) for r in snap["decisions"] if r["reason"] in DUPLICATE_REASONS
         ),
         "retries": {cls: journal.get(action, 0) for action, cls in RETRIES.items()},
+        # work-bound instances (docs/work.md#waking-the-controller)
+        "wakes": journal.get(JournalAction.WAKE_RESERVED, 0),
+        "unclaimedReservations": journal.get(JournalAction.CONTROLLER_DID_NOT_CLAIM, 0),
         "budgetUsed24h": budgets,
         "findings": findings,
         "findingObservations": sum(int(r["occurrences"] or 0) for r in snap["findings"]),
@@ -322,6 +325,16 @@ class _Figures(Collector):
         for cls, n in sorted(f["retries"].items()):
             retries.add_metric([cls], n)
         yield retries
+        yield CounterMetricFamily(
+            "engine_work_wakes",
+            "Controller wakes launched: a wake took its work item's launch reservation.",
+            value=f["wakes"],
+        )
+        yield CounterMetricFamily(
+            "engine_work_unclaimed_reservations",
+            "Wakes whose controller did not claim the work within its launch reservation.",
+            value=f["unclaimedReservations"],
+        )
         budget = GaugeMetricFamily(
             "engine_budget_used_24h", "Budget used over the last 24 hours.", labels=["loop", "kind"]
         )

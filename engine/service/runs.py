@@ -9,14 +9,15 @@ from datetime import timedelta
 from enum import StrEnum
 
 from engine.core import authority
-from engine.core.decisions import Entity, JournalAction, is_human
+from engine.core.decisions import Actor, Entity, JournalAction, is_human
 from engine.core.envelope import Envelope, iso
+from engine.core.instances import is_wake
 from engine.core.records import LEASED, RunRecord
 from engine.core.registry import Definition
 from engine.core.settle import Chain, Finished
 from engine.core.states import RunState, RunTrigger
 from engine.errors import Conflict, Forbidden, NotFound, Unprocessable
-from engine.service import occurrences
+from engine.service import occurrences, wakes
 from engine.service.admission import admit_in, check
 from engine.service.context import Runtime
 from engine.service.executions import Execution
@@ -66,13 +67,48 @@ def claim(rt: Runtime, worker: str, lease_seconds: float) -> RunRecord | None:
 def start(rt: Runtime, run: RunRecord, worker: str) -> Start:
     """Start a claimed run once the authority check allows it under the worker's rules
     (engine.core.authority); a refused run is failed and journaled, never executed."""
+    held: str | None = None
     with rt.store.write(exclusive=False) as tx:
         current = tx.get_run(run.run_id)
         if current is None or not _holds(current, worker, RunState.CLAIMED):
             return Start.LOST
         if authority.check(authority_facts(tx, current), rt.rules).allowed:
-            return _start(rt, tx, current, worker)
+            held = wakes.reserve_for(rt, tx, current, worker)
+            if held is None:
+                return _start(rt, tx, current, worker)
+    if held is not None:
+        return _withdraw(rt, current, worker, held)
     return _refuse(rt, run, worker)
+
+
+def _withdraw(rt: Runtime, run: RunRecord, worker: str, why: str) -> Start:
+    """A wake that may not launch (its work ended, a controller holds it, another wake
+    is pending since it was decided) is cancelled by the engine, nothing launched: its
+    occurrence ends `cancelled`, which is no failure of the loop."""
+    note = f"nothing was launched: {why}"
+    with rt.store.write() as tx:
+        current = tx.get_run(run.run_id)
+        if current is None or not _holds(current, worker, RunState.CLAIMED):
+            return Start.LOST
+        state = rt.lifecycle.run(current.state, RunTrigger.CANCEL)
+        at = rt.now()
+        if not tx.cancel_run(current.run_id, current.state, at, note):
+            return Start.LOST
+        rt.journal(
+            tx,
+            Entity.RUN,
+            current.run_id,
+            JournalAction.CANCELLED,
+            Actor.SYSTEM,
+            from_state=current.state,
+            to_state=state,
+            note=note,
+            at=at,
+        )
+        occurrences.settle(
+            rt, tx, Finished(current, state, None, False, cancelled_by=Actor.SYSTEM), at
+        )
+    return Start.REFUSED
 
 
 def _holds(run: RunRecord, worker: str, *states: str) -> bool:
@@ -255,6 +291,8 @@ def record(
         chain=Chain(ex.result or {}, rt.clock()),
     )
     occurrences.settle(rt, tx, finished, at)
+    if definition is not None and is_wake(definition):
+        wakes.ended(rt, tx, current, outcome, at)
     return tx.get_run(current.run_id)
 
 

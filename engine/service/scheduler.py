@@ -27,7 +27,7 @@ from engine.core.ruleset import Loop, TriggerKind
 from engine.core.slots import Fire, Pass, Policy, SkipReason, Slots, plan_pass, skip_all, slots_of
 from engine.core.ticks import slot_text, tick
 from engine.logs import Progress
-from engine.service import probing, watches
+from engine.service import instances, probing, watches
 from engine.service.batch import CHUNK, Batch, plan_all
 from engine.service.context import Runtime
 from engine.store.ports import Tx
@@ -64,21 +64,37 @@ class Scheduler:
     def start(self, now: datetime) -> None:
         """Record which loops are enabled (a loop turning on starts its catch-up window
         now) and schedule each enabled loop's next slot."""
+        instances.refresh(self.rt)
         with self.rt.store.write() as tx:
             for loop in self.rt.rules.loops.values():
-                seq = slots_of(loop.trigger)
-                if seq is not None:
-                    self.sequences[loop.name] = seq
-                # Every loop gets a state row, manual and host-clock ones too: its
-                # enablement is the doctor's baseline and pausing needs the row.
-                state = tx.get_loop_state(loop.name)
-                if state is None or state.enabled != loop.enabled:
-                    self._record_enablement(tx, loop, state, now)
-                if loop.enabled and seq is not None:
-                    self._push(loop.name, tx.get_loop_state(loop.name), now)
-                elif loop.enabled and self._polled(loop):
-                    heapq.heappush(self.heap, _Due(watches.first_poll(tx, loop, now), loop.name))
+                self._reconcile(tx, loop, now)
         self.started = True
+
+    def _reconcile(self, tx: Tx, loop: Loop, now: datetime) -> None:
+        seq = slots_of(loop.trigger)
+        if seq is not None:
+            self.sequences[loop.name] = seq
+        # Every loop gets a state row, manual and host-clock ones too: its
+        # enablement is the doctor's baseline and pausing needs the row.
+        state = tx.get_loop_state(loop.name)
+        if state is None or state.enabled != loop.enabled:
+            self._record_enablement(tx, loop, state, now)
+        if loop.enabled and seq is not None:
+            self._push(loop.name, tx.get_loop_state(loop.name), now)
+        elif loop.enabled and self._polled(loop):
+            heapq.heappush(self.heap, _Due(watches.first_poll(tx, loop, now), loop.name))
+
+    def _adopt_instances(self, now: datetime) -> None:
+        """Schedule the work-bound instances made or changed since the last pass
+        (engine.service.instances), from their next slot."""
+        changed = instances.refresh(self.rt)
+        if not changed:
+            return
+        with self.rt.store.write() as tx:
+            for loop in changed:
+                self.heap = [d for d in self.heap if d.loop != loop.name]
+                heapq.heapify(self.heap)
+                self._reconcile(tx, loop, now)
 
     def _record_enablement(
         self, tx: Tx, loop: Loop, state: LoopState | None, now: datetime
@@ -132,12 +148,16 @@ class Scheduler:
         now = now or self.rt.clock()
         if not self.started:
             self.start(now)
+        else:
+            self._adopt_instances(now)
         due: list[str] = []
         while self.heap and self.heap[0].at <= now:
             name = heapq.heappop(self.heap).loop
             if not due or due[-1] != name:
                 due.append(name)
-        loops = [self.rt.rules.loops[name] for name in dict.fromkeys(due)]
+        # an instance whose work ended has left the rules: its slots are not fired
+        known = self.rt.rules.loops
+        loops = [known[name] for name in dict.fromkeys(due) if name in known]
         fired = 0
         slotted = [loop for loop in loops if loop.name in self.sequences]
         if slotted:

@@ -10,17 +10,19 @@ both answer the one item the store kept."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
 from dsl.diagnostics import did_you_mean
-from engine.core.decisions import Entity, JournalAction
-from engine.core.effects import WorkCommand
+from engine.core.decisions import Actor, Entity, JournalAction
+from engine.core.effects import MoveBinding, WorkCommand
 from engine.core.ids import stable_id
 from engine.core.paging import Page, page_limit, run_cursor_text
 from engine.core.work import (
     COMMAND_TYPES,
     DEFAULT_LEASE,
+    BindingState,
     WorkBinding,
     WorkItem,
     WorkQuery,
@@ -185,6 +187,38 @@ def bind_loop(
         return made, True
 
 
+def move_binding(rt: Runtime, tx: Tx, effect: MoveBinding, at: str) -> None:
+    """A firing's gate moved its instance (its work ended: disabled; its work is gone:
+    paused), journaled on the work item by the engine. Applied over the instance as the
+    transaction reads it: one already in that state, or disabled, stays as it is."""
+    found = tx.get_binding(effect.binding_id)
+    if found is None or found.state in (effect.to_state, BindingState.DISABLED):
+        return
+    moved = dataclasses.replace(
+        found, state=effect.to_state, updated_at=at, version=found.version + 1
+    )
+    if not tx.update_binding(moved, found.version):
+        changed = f"instance '{found.binding_id}' changed while it was moved"
+        raise Conflict(changed, reason="work_changed")
+    action = (
+        JournalAction.INSTANCE_DISABLED
+        if effect.to_state == BindingState.DISABLED
+        else JournalAction.INSTANCE_PAUSED
+    )
+    rt.journal(
+        tx,
+        Entity.WORK,
+        effect.work_id,
+        action,
+        Actor.SYSTEM,
+        from_state=found.state,
+        to_state=effect.to_state,
+        at=at,
+        note=effect.note,
+        data={"shape": found.shape, "binding": found.binding_id},
+    )
+
+
 def bindings(rt: Runtime, work_id: str) -> list[WorkBinding]:
     with rt.store.read() as tx:
         _read(tx, work_id)
@@ -261,6 +295,8 @@ def _write(
             reason="work_changed",
         )
     data: dict[str, Any] = {"key": after.semantic_key}
+    if before.reserved_by is not None and after.reserved_by is None:
+        data["wake"] = before.reserved_by  # the report consumed that wake's reservation
     if trigger == WorkTrigger.CONTINUE:
         data.update(session=after.lease_session, expires=after.lease_expires_at)
     rt.journal(

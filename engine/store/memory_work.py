@@ -102,7 +102,11 @@ class WorkTx:
         if known is None or known.version != expect_version:
             return False
         row = stored(
-            known, state=binding.state, updated_at=binding.updated_at, version=binding.version
+            known,
+            state=binding.state,
+            updated_at=binding.updated_at,
+            version=binding.version,
+            last_wake_at=binding.last_wake_at,
         )
         t = self._own()
         t.bindings = t.bindings.set(row.binding_id, row)

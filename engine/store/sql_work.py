@@ -45,6 +45,7 @@ def binding_params(binding: WorkBinding) -> dict[str, Any]:
         "created_at": binding.created_at,
         "updated_at": binding.updated_at,
         "version": binding.version,
+        "last_wake_at": binding.last_wake_at,
     }
 
 
@@ -63,6 +64,8 @@ def work_params(item: WorkItem) -> dict[str, Any]:
         "lease_owner": item.lease_owner,
         "lease_session": item.lease_session,
         "lease_expires_at": item.lease_expires_at,
+        "reserved_by": item.reserved_by,
+        "reserved_until": item.reserved_until,
     }
 
 
@@ -135,4 +138,4 @@ class WorkRows:
         return self._exec("update_binding", expect_version=expect_version, **params) == 1
 
 
-UPDATED = frozenset({"binding_id", "state", "updated_at", "version"})
+UPDATED = ("binding_id", "state", "updated_at", "version", "last_wake_at")

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from dsl.diagnostics import RulesError
-from engine.core.ruleset import Trigger, TriggerKind, WorkMode
+from engine.core.compile_loops import tick_sample
+from engine.core.ruleset import TICK_FIELDS, Trigger, TriggerKind, WorkMode
 from engine.loading import Paths, load_rules
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "shapes"
@@ -298,6 +299,78 @@ def test_an_after_cannot_wait_for_a_shape(tmp_path: Path) -> None:
     """A shape is no loop to wait for: `after nudge` names an unknown loop (E1001)."""
     rules = NUDGE + "\nloop later\n  after nudge\n  emit work.nudged\n"
     assert [f[3] for f in diagnostics(tree(tmp_path, rules))] == ["E1001"]
+
+
+# ---- a shape's payload and its event type's schema -------------------------------------
+
+# work.nudged's payload: exactly a note and the tick fields the engine fills.
+STRICT = """{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "properties": {
+    "note": {"type": "string"},
+    "loop": {"type": "string"},
+    "slot": {"type": "string", "format": "date-time"},
+    "cadenceSeconds": {"type": "integer", "minimum": 0},
+    "skippedSlots": {"type": "integer", "minimum": 0}
+  },
+  "required": ["note", "loop", "slot", "cadenceSeconds", "skippedSlots"],
+  "additionalProperties": false
+}
+"""
+
+
+def strict_tree(root: Path, rules: str) -> Paths:
+    """The shape tests' tree with work.nudged held to STRICT."""
+    paths = tree(root, rules)
+    (paths.registry / "schemas").mkdir()
+    (paths.registry / "schemas" / "nudged.json").write_text(STRICT)
+    types = paths.registry / "event-types.yaml"
+    types.write_text(types.read_text() + "    schema: nudged.json\n")
+    return paths
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        ("{ note: 12 }", "12 is not of type 'string'"),
+        ('{ memo: "keep going" }', "'note' is a required property"),
+        ('{ note: "keep going", repo: "bj29" }', "('repo' was unexpected)"),
+    ],
+)
+def test_a_shape_whose_ticks_would_not_fit_its_type_does_not_load(
+    tmp_path: Path, payload: str, says: str
+) -> None:
+    """A shape's static payload is checked against its event type's schema as a loop's
+    is: a sample tick (the payload and the engine's tick fields) that does not validate
+    is E0206 at the payload, and nothing loads."""
+    rules = NUDGE.replace('{ note: "keep going" }', payload)
+    found = diagnostics(strict_tree(tmp_path, rules))
+    assert [f[:4] for f in found] == [("t.rules", 5, 20, "E0206")]
+    assert found[0][4].startswith("loop 'nudge' ticks would not fit 'work.nudged': ")
+    assert says in found[0][4]
+
+
+def test_a_shape_payload_may_not_set_a_tick_field(tmp_path: Path) -> None:
+    """The engine fills loop, slot, cadenceSeconds and skippedSlots: a shape's payload
+    setting one is E0208 at the payload, as a loop's is."""
+    rules = NUDGE.replace('{ note: "keep going" }', '{ note: "x", skippedSlots: 3 }')
+    found = diagnostics(tree(tmp_path, rules))
+    assert found == [
+        ("t.rules", 5, 20, "E0208", "loop 'nudge' sets tick field(s) skippedSlots in its payload")
+    ]
+
+
+@pytest.mark.parametrize("trigger", ["every 1h", 'cron "0 9 * * 1-5" in Europe/Budapest'])
+def test_an_instances_tick_is_the_static_payload_and_the_tick_fields_only(
+    tmp_path: Path, trigger: str
+) -> None:
+    """A schema that admits exactly the payload's keys and the engine's tick fields
+    (and requires them all) loads: the tick the check validates carries nothing else."""
+    rules = load_rules(strict_tree(tmp_path, NUDGE.replace("every 1h", trigger)))
+    shape = rules.work_shapes["nudge"]
+    assert set(tick_sample(shape.loop)) == TICK_FIELDS | {"note"}
+    assert tick_sample(shape.loop)["note"] == "keep going"
 
 
 # ---- registry/controllers.yaml ---------------------------------------------------------

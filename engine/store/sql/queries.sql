@@ -572,9 +572,10 @@ SELECT state, COUNT(*) AS n FROM runs WHERE loop = :loop GROUP BY state;
 -- (work_items_live_key).
 INSERT INTO work_items (work_id, semantic_key, title, state, repo, context, created_by,
                         created_at, updated_at, version, lease_owner, lease_session,
-                        lease_expires_at)
+                        lease_expires_at, reserved_by, reserved_until)
 VALUES (:work_id, :semantic_key, :title, :state, :repo, :context, :created_by,
-        :created_at, :updated_at, :version, :lease_owner, :lease_session, :lease_expires_at)
+        :created_at, :updated_at, :version, :lease_owner, :lease_session, :lease_expires_at,
+        :reserved_by, :reserved_until)
 ON CONFLICT DO NOTHING;
 
 -- name: get_work
@@ -589,7 +590,8 @@ WHERE semantic_key = :semantic_key AND state IN ('open', 'active', 'blocked');
 UPDATE work_items SET state = :state, title = :title, context = :context,
                       updated_at = :updated_at, version = :version,
                       lease_owner = :lease_owner, lease_session = :lease_session,
-                      lease_expires_at = :lease_expires_at
+                      lease_expires_at = :lease_expires_at,
+                      reserved_by = :reserved_by, reserved_until = :reserved_until
 WHERE work_id = :work_id AND version = :expect_version;
 
 -- name: page_work
@@ -600,9 +602,9 @@ ORDER BY created_at DESC, work_id DESC LIMIT :limit;
 -- A new work-bound loop instance; nothing when its id, its request id or its
 -- (work item, shape) exists.
 INSERT INTO work_bindings (binding_id, work_id, shape, request_id, state, created_by,
-    created_at, updated_at, version)
+    created_at, updated_at, version, last_wake_at)
 VALUES (:binding_id, :work_id, :shape, :request_id, :state, :created_by,
-    :created_at, :updated_at, :version)
+    :created_at, :updated_at, :version, :last_wake_at)
 ON CONFLICT DO NOTHING;
 
 -- name: get_binding
@@ -619,5 +621,6 @@ SELECT * FROM work_bindings WHERE state <> 'disabled'
 ORDER BY created_at, binding_id LIMIT :limit;
 
 -- name: update_binding
-UPDATE work_bindings SET state = :state, updated_at = :updated_at, version = :version
+UPDATE work_bindings SET state = :state, updated_at = :updated_at, version = :version,
+                         last_wake_at = :last_wake_at
 WHERE binding_id = :binding_id AND version = :expect_version;
