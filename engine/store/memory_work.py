@@ -96,13 +96,23 @@ class WorkTx:
         found = [b for b in self._tables.bindings.values() if b.state != BindingState.DISABLED]
         return take(sorted(found, key=lambda b: (b.created_at, b.binding_id)), limit)
 
+    def pending_graduations(self, limit: int) -> list[WorkBinding]:
+        found = [b for b in self._tables.bindings.values() if b.graduation_requested_at]
+        return take(sorted(found, key=lambda b: (b.graduation_requested_at, b.binding_id)), limit)
+
     @writes
     def update_binding(self, binding: WorkBinding, expect_version: int) -> bool:
         known = self._tables.bindings.get(binding.binding_id)
         if known is None or known.version != expect_version:
             return False
         row = stored(
-            known, state=binding.state, updated_at=binding.updated_at, version=binding.version
+            known,
+            state=binding.state,
+            updated_at=binding.updated_at,
+            version=binding.version,
+            graduation_requested_by=binding.graduation_requested_by,
+            graduation_requested_at=binding.graduation_requested_at,
+            graduation_note=binding.graduation_note,
         )
         t = self._own()
         t.bindings = t.bindings.set(row.binding_id, row)
