@@ -61,14 +61,21 @@ async def pump_forever(
 
     Before its first pass (so before the scheduler's), it applies what an operator
     deferred to this serve start (docs/work.md#graduating-an-instance), once; a store
-    that cannot take it yet is asked again on the next pass, and no pass runs before."""
+    that cannot take it yet is asked again on the next pass, and no pass runs before.
+    Any other failure of it is logged and leaves what is deferred for the next start
+    (the instances stay in shadow): it never holds the runtime loop."""
     at_start = True
     while not stop.is_set():
         wake.clear()
         started = time.perf_counter()
         try:
             if at_start:
-                await asyncio.to_thread(_serve_started, service)
+                try:
+                    await asyncio.to_thread(_serve_started, service)
+                except Unavailable:
+                    raise
+                except Exception:
+                    log.exception("serve start: the deferred graduations failed; the rest wait")
                 at_start = False
             if await asyncio.to_thread(service.pump, wait_for_probes=False):
                 observe(time.perf_counter() - started)

@@ -121,7 +121,9 @@ def graduate_bound(
         else:
             action, said = JournalAction.GRADUATED, note
             if is_pending(found):  # now takes the place of the deferral
-                data.update(deferredBy=found.graduation_requested_by)
+                by = found.graduation_requested_by
+                data.update(deferredBy=by)
+                said = said or f"now, in place of the graduation {by} deferred to the next restart"
         rt.journal(tx, Entity.WORK, work_id, action, actor, at=at, note=said, data=data)
         return after
 
