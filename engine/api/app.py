@@ -25,6 +25,7 @@ from engine.api.routes import ROUTES
 from engine.api.settings import Settings
 from engine.errors import Unavailable
 from engine.service import Service
+from engine.service.graduation import DROPPED
 from engine.web import pages
 from engine.worker import run_worker
 
@@ -56,11 +57,26 @@ async def pump_forever(
     """The runtime loop: publish chained events and plan admitted ones, in a thread;
     then sleep until `idle` passes or an admission (or a finished watch probe) wakes it.
     It never waits on a probe: those run in the probe pool, and a pass records the polls
-    that finished. `observe` is told how long each pass that did some work took."""
+    that finished. `observe` is told how long each pass that did some work took.
+
+    Before its first pass (so before the scheduler's), it applies what an operator
+    deferred to this serve start (docs/work.md#graduating-an-instance), once; a store
+    that cannot take it yet is asked again on the next pass, and no pass runs before.
+    Any other failure of it is logged and leaves what is deferred for the next start
+    (the instances stay in shadow): it never holds the runtime loop."""
+    at_start = True
     while not stop.is_set():
         wake.clear()
         started = time.perf_counter()
         try:
+            if at_start:
+                try:
+                    await asyncio.to_thread(_serve_started, service)
+                except Unavailable:
+                    raise
+                except Exception:
+                    log.exception("serve start: the deferred graduations failed; the rest wait")
+                at_start = False
             if await asyncio.to_thread(service.pump, wait_for_probes=False):
                 observe(time.perf_counter() - started)
         except Unavailable as err:  # a busy or unwritable store: one line, no traceback
@@ -71,6 +87,27 @@ async def pump_forever(
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), idle)
+
+
+def _serve_started(service: Service) -> None:
+    """What a serve start applies once: the graduations deferred to it."""
+    for applied in service.graduate_deferred():
+        b = applied.binding
+        if applied.dropped is None:
+            log.info(
+                "graduated %s@%s out of shadow (deferred by %s)",
+                b.shape,
+                b.work_id,
+                applied.deferred_by,
+            )
+        else:
+            log.warning(
+                "dropped the graduation of %s@%s deferred by %s: %s",
+                b.shape,
+                b.work_id,
+                applied.deferred_by,
+                DROPPED[applied.dropped],
+            )
 
 
 async def notify_forever(service: Service, stop: threading.Event, every: float) -> None:

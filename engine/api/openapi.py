@@ -26,7 +26,13 @@ from engine.api import query, schema
 from engine.api.bodies import MAX_BATCH
 from engine.api.routes.operate import ApproveBody, CancelBody, DecideFindingBody, RejectBody
 from engine.api.routes.schedules import PauseBody, ResumeBody
-from engine.api.routes.work import BindWorkBody, ContinueWorkBody, MoveWorkBody, OpenWorkBody
+from engine.api.routes.work import (
+    BindWorkBody,
+    ContinueWorkBody,
+    GraduateBody,
+    MoveWorkBody,
+    OpenWorkBody,
+)
 from engine.core.envelope import Envelope
 
 REF = "#/components/schemas/{model}"
@@ -212,6 +218,12 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "/work/{id}/bindings"): Operation(
         "The item's work-bound loop instances", {200: schema.WorkBindings}, _ID
     ),
+    ("POST", "/work/{id}/bindings/{shape}/graduate"): Operation(
+        "Take the item's instance of a shape out of shadow mode, now or at the next serve start",
+        {200: schema.OneBinding},
+        (404, 409, *_BODY),
+        GraduateBody,
+    ),
     ("POST", "/work/{id}/continue"): Operation(
         "Claim or renew the controller lease (the token's principal owns it)",
         {200: schema.OneWork},
@@ -301,6 +313,7 @@ _BODIES: tuple[type[BaseModel], ...] = (
     ResumeBody,
     OpenWorkBody,
     BindWorkBody,
+    GraduateBody,
     MoveWorkBody,
     ContinueWorkBody,
     Envelope,

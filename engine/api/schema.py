@@ -159,6 +159,13 @@ class Work(BaseModel):
     lease: WorkLease
 
 
+class BindingGraduation(BaseModel):
+    model_config = _CLOSED
+    requestedBy: str
+    requestedAt: str
+    note: str
+
+
 class WorkBinding(BaseModel):
     """A work-bound loop instance: a reviewed shape bound to one work item."""
 
@@ -166,12 +173,22 @@ class WorkBinding(BaseModel):
     bindingId: str
     workId: str
     shape: str
+    loop: str = Field(description="the instance's loop name, SHAPE@WORK-ID")
     requestId: str
     state: Literal["shadow", "live", "paused", "disabled"]
     createdBy: str
     createdAt: str
     updatedAt: str
     version: int
+    pendingGraduation: BindingGraduation | None = Field(
+        description="its graduation out of shadow deferred to the next serve start; "
+        "null when none is pending"
+    )
+
+
+class OneBinding(BaseModel):
+    model_config = _CLOSED
+    binding: WorkBinding
 
 
 class Bound(BaseModel):
@@ -271,9 +288,27 @@ class Status(BaseModel):
     doctor: dict[str, Any]
 
 
+class PendingGraduation(BaseModel):
+    """A work-bound loop instance's graduation out of shadow, deferred to the next
+    serve start."""
+
+    model_config = _CLOSED
+    loop: str = Field(description="the instance, SHAPE@WORK-ID")
+    shape: str
+    workId: str
+    bindingId: str
+    state: Literal["shadow", "live", "paused", "disabled"]
+    requestedBy: str
+    requestedAt: str
+    note: str
+
+
 class Schedules(BaseModel):
     model_config = _CLOSED
     schedules: list[dict[str, Any]]
+    pendingGraduations: list[PendingGraduation] = Field(
+        description="graduations deferred to the next serve start, oldest first"
+    )
 
 
 class OneSchedule(BaseModel):

@@ -100,6 +100,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "engine schedule backfill reaper --from 2026-11-30T00:00:00Z --to 2026-11-30T06:00:00Z",
         "engine schedule backfill reaper --from 2d --to now --limit 100",
     ),
+    "schedule graduate": (
+        "engine schedule graduate nudge-repair@work-c35ae169644de8d6 --as alice",
+        "engine schedule graduate nudge-repair@work-c35ae169644de8d6 --at-restart --note "
+        "'after the release'",
+    ),
     "doctor": ("engine doctor", "engine doctor --pileup 20 --json"),
     "stats": ("engine stats", "engine stats --json"),
     "demo": ("engine demo", "engine demo --port 7599 --keep"),

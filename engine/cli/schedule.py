@@ -18,6 +18,7 @@ from engine.cli.operate import actor_of
 from engine.cli.render import Column, fields, guarded, output, table
 from engine.core.ticks import slot_text
 from engine.core.timefmt import relative_text
+from engine.core.work import binding_dict
 from engine.loading import default_paths
 from engine.overlay_edit import set_enabled
 from engine.service import Service
@@ -41,6 +42,11 @@ actions (default: list):
   backfill LOOP --from T1 --to T2
                              admit the slots in [T1, T2] through the same dedup (slots
                              already admitted stay as they are)
+  graduate LOOP [--at-restart] [--note TEXT]
+                             take a work-bound loop instance (SHAPE@WORK-ID) out of
+                             shadow mode, now or at the next start of `engine serve`
+                             (never restarting it); its shape's rule file must write
+                             `shadow false` (docs/work.md#graduating-an-instance)
 
 Times are ISO-8601 with an offset (2026-12-01T03:00:00Z), `now`, or how long ago as
 a duration (24h, 90m, 7d). Put options after the action: engine schedule show reaper
@@ -49,9 +55,11 @@ See docs/scheduling.md."""
 
 EPILOG = """\
 exit codes: 0 ok; 1 refused (an unknown loop, pausing a paused loop, resuming one
-that is not paused, an edit that would make the rules invalid), no database, or
-invalid rules (diagnostics on stderr); 2 usage (bad arguments, a bad time, a bad
---as name, a range with too many slots, a loop without slots to backfill)"""
+that is not paused, an edit that would make the rules invalid; graduating a declared
+loop, an unknown instance, one whose shape's rule file does not write `shadow false`,
+one not in shadow, or deferring one already deferred), no database, or invalid rules
+(diagnostics on stderr); 2 usage (bad arguments, a bad time, a bad --as name, a range
+with too many slots, a loop without slots to backfill)"""
 
 COLUMNS: list[Column] = [
     ("LOOP", "name"),
@@ -112,7 +120,7 @@ def _as(p: argparse.ArgumentParser) -> None:
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "schedule",
-        help="list loops' schedules; enable, disable, pause, resume, trigger, backfill",
+        help="list loops' schedules; enable, disable, pause, resume, trigger, backfill, graduate",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -152,6 +160,18 @@ def register(sub: Any) -> None:
     a.add_argument("--from", dest="start", required=True, metavar="T1", help="first slot time")
     a.add_argument("--to", dest="end", required=True, metavar="T2", help="last slot time")
     a.add_argument("--limit", type=limit, default=None, metavar="N", help="most slots (10000)")
+    _as(a)
+    a = action(
+        "graduate",
+        "take a work-bound loop instance (SHAPE@WORK-ID) out of shadow mode",
+        run_graduate,
+    )
+    a.add_argument(
+        "--at-restart",
+        action="store_true",
+        help="at the next start of `engine serve` (recorded now; nothing restarts)",
+    )
+    a.add_argument("--note", default="", metavar="TEXT", help="recorded with the graduation")
     _as(a)
 
 
@@ -239,11 +259,25 @@ def run_list(args: argparse.Namespace) -> int:
     try:
         now = service.rt.clock()
         rows = service.schedules()
+        pending = service.pending_graduations()
     finally:
         service.rt.store.close()
-    doc = {"schedules": rows}
+    doc = {"schedules": rows, "pendingGraduations": pending}
     cells = [flat(r) for r in rows]
-    return output(doc, args.json, lambda: table(cells, COLUMNS, "no loops", now))
+
+    def human() -> None:
+        table(cells, COLUMNS, "no loops", now)
+        for p in pending:
+            print(f"pending at next restart: {pending_text(p)}")
+
+    return output(doc, args.json, human)
+
+
+def pending_text(p: dict[str, Any]) -> str:
+    """`graduate nudge@work-... (operator:alice, 2026-12-07T09:00:00Z)`: a graduation
+    deferred to the next serve start."""
+    note = f": {p['note']}" if p["note"] else ""
+    return f"graduate {p['loop']} ({p['requestedBy']}, {p['requestedAt'][:19]}Z){note}"
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -345,3 +379,17 @@ def run_backfill(args: argparse.Namespace) -> int:
         f"slots, {doc['admitted']} admitted, {doc['alreadyAdmitted']} already admitted"
     )
     return output(doc, args.json, lambda: print(message))
+
+
+def run_graduate(args: argparse.Namespace) -> int:
+    actor = actor_of(args.operator)
+    with opened(args) as service:
+        made = service.graduate(args.loop, actor, args.at_restart, args.note)
+    if args.at_restart:
+        message = (
+            f"'{args.loop}' graduates out of shadow at the next start of `engine serve` "
+            f"(deferred as {actor}); nothing restarts now"
+        )
+    else:
+        message = f"graduated '{args.loop}' out of shadow as {actor}: it is {made.state}"
+    return output({"binding": binding_dict(made)}, args.json, lambda: print(message))

@@ -162,7 +162,26 @@ def run_show(args: argparse.Namespace) -> int:
     with opened(args) as service:
         now = service.rt.clock()
         found = as_dict(service.work_item(args.id))
-    return output({"work": found}, args.json, lambda: fields(found, "work", now))
+        bound = [binding_dict(b) for b in service.work_bindings(args.id)]
+
+    def show() -> None:
+        fields(found, "work", now)
+        print("bound loops:" if bound else "bound loops: -")
+        for b in bound:
+            print(f"  {instance_line(b)}")
+
+    return output({"work": found, "bindings": bound}, args.json, show)
+
+
+def instance_line(b: dict[str, Any]) -> str:
+    """`nudge@work-... shadow (bind-...)`, with a graduation deferred to the next serve
+    start: `; graduates at the next restart (operator:alice, 2026-12-07T09:00:00Z)`."""
+    line = f"{b['loop']} {b['state']} ({b['bindingId']})"
+    pending = b["pendingGraduation"]
+    if pending is not None:
+        line += f"; graduates at the next restart ({pending['requestedBy']}, "
+        line += f"{pending['requestedAt'][:19]}Z)"
+    return line
 
 
 def run_bind(args: argparse.Namespace) -> int:

@@ -139,6 +139,9 @@ class JournalAction(StrEnum):
     REOPENED = "reopened"
     COMPLETED = "completed"
     BOUND = "bound"  # work: a work-bound loop instance was made for it
+    GRADUATED = "graduated"  # work: an instance of it left shadow mode (now live)
+    GRADUATION_DEFERRED = "graduation_deferred"  # work: ... at the next serve start
+    GRADUATION_DROPPED = "graduation_dropped"  # work: a serve start dropped a deferred one
     WORK_REFUSED = "work_refused"  # event: its command on work was refused
     # work: a wake (docs/work.md#waking-the-controller)
     WAKE_RESERVED = "wake_reserved"  # a wake took the launch reservation and launched

@@ -117,6 +117,11 @@ class WorkBinding:
     updated_at: str
     version: int = 1
     last_wake_at: str | None = None  # when it last woke its controller (its cooldown)
+    # A graduation out of shadow deferred to the next serve start (`engine schedule
+    # graduate --at-restart`): who asked, when, and why; all None when none is pending.
+    graduation_requested_by: str | None = None
+    graduation_requested_at: str | None = None
+    graduation_note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,15 +433,124 @@ def bind(
 
 
 def binding_dict(b: WorkBinding) -> dict[str, Any]:
-    """The wire form of an instance."""
+    """The wire form of an instance; `pendingGraduation` is the graduation deferred to
+    the next serve start (None when none is pending)."""
     return {
         "bindingId": b.binding_id,
         "workId": b.work_id,
         "shape": b.shape,
+        "loop": instance_name(b.shape, b.work_id),
         "requestId": b.request_id,
         "state": b.state,
         "createdBy": b.created_by,
         "createdAt": b.created_at,
         "updatedAt": b.updated_at,
         "version": b.version,
+        "pendingGraduation": pending_dict(b),
     }
+
+
+def pending_dict(b: WorkBinding) -> dict[str, Any] | None:
+    """The graduation deferred to the next serve start, as the wire has it."""
+    if b.graduation_requested_at is None:
+        return None
+    return {
+        "requestedBy": b.graduation_requested_by,
+        "requestedAt": b.graduation_requested_at,
+        "note": b.graduation_note or "",
+    }
+
+
+# ---- graduating an instance out of shadow (docs/work.md#graduating-an-instance) ----------
+
+
+def is_pending(b: WorkBinding) -> bool:
+    """A graduation of the instance waits for the next serve start."""
+    return b.graduation_requested_at is not None
+
+
+def graduate(
+    binding: WorkBinding,
+    graduates: bool,
+    deferred: bool,
+    actor: str,
+    now: str,
+    note: str = "",
+    allowed_at: str = "",
+    work: WorkItem | None = None,
+) -> WorkBinding:
+    """The instance after an operator's graduation out of shadow: live at once, or (with
+    `deferred`) still in shadow with the request recorded for the next serve start.
+    An immediate graduation takes the place of a deferred one pending. Conflict (nothing
+    changed) with a `reason`: `shadow_only` when the shape's rule file does not allow it
+    (`graduates` False: no reviewed `shadow false`, written at `allowed_at`),
+    `illegal_transition` when its work item ended, `not_shadow` for an instance that is
+    live, paused or disabled, `graduation_pending` for a second deferral."""
+    name = instance_name(binding.shape, binding.work_id)
+    if not graduates:
+        where = f" in {allowed_at}" if allowed_at else " in its rule file"
+        raise Conflict(
+            f"'{name}' stays in shadow: shape '{binding.shape}' does not let its instances "
+            f"graduate; a reviewed `shadow false`{where} allows it",
+            reason="shadow_only",
+            loop=name,
+        )
+    if work is not None and is_terminal(work.state):
+        raise Conflict(
+            f"work '{work.work_id}' is {work.state}: its instance '{name}' does not graduate",
+            reason="illegal_transition",
+            state=work.state,
+        )
+    if binding.state != BindingState.SHADOW:
+        raise Conflict(
+            f"'{name}' is {binding.state}, not in shadow: only a shadow instance graduates",
+            reason="not_shadow",
+            state=binding.state,
+        )
+    if deferred and is_pending(binding):
+        raise Conflict(
+            f"'{name}' already graduates at the next restart (asked by "
+            f"{binding.graduation_requested_by} at {binding.graduation_requested_at})",
+            reason="graduation_pending",
+            requestedBy=binding.graduation_requested_by,
+            requestedAt=binding.graduation_requested_at,
+        )
+    bumped = dataclasses.replace(binding, updated_at=now, version=binding.version + 1)
+    if deferred:
+        return dataclasses.replace(
+            bumped,
+            graduation_requested_by=actor,
+            graduation_requested_at=now,
+            graduation_note=note,
+        )
+    return _undeferred(dataclasses.replace(bumped, state=BindingState.LIVE))
+
+
+def graduate_at_restart(
+    binding: WorkBinding,
+    graduates: bool | None,
+    now: str,
+    work: WorkItem | None = None,
+) -> tuple[WorkBinding, str | None]:
+    """A deferred graduation, as a serve start applies it: (the instance live, its
+    pending mark cleared; None), or, when it may no longer graduate, (the instance as it
+    was with its mark cleared; why: `not_shadow` (disabled or paused meanwhile),
+    `shadow_only` (the rules no longer allow it), `no_shape` (`graduates` None: the
+    shape left the rules), `illegal_transition` (its work ended)). ValueError for an
+    instance with nothing pending."""
+    if not is_pending(binding):
+        raise ValueError(f"no graduation of {binding.binding_id} is pending")
+    cleared = _undeferred(dataclasses.replace(binding, updated_at=now, version=binding.version + 1))
+    if graduates is None:
+        return cleared, "no_shape"
+    try:
+        live = graduate(binding, graduates, False, "", now, work=work)
+    except Conflict as refused:
+        return cleared, str(refused.details.get("reason", "refused"))
+    return live, None
+
+
+def _undeferred(b: WorkBinding) -> WorkBinding:
+    return dataclasses.replace(
+        b, graduation_requested_by=None, graduation_requested_at=None, graduation_note=None
+    )

@@ -35,6 +35,7 @@ from engine.service import (
     admission,
     explain,
     findings,
+    graduation,
     leases,
     metrics,
     notifications,
@@ -192,6 +193,27 @@ class Service:
 
     def work_bindings(self, work_id: str) -> list[WorkBinding]:
         return work.bindings(self.rt, work_id)
+
+    def graduate(
+        self, loop: str, actor: str, at_restart: bool = False, note: str = ""
+    ) -> WorkBinding:
+        """Graduate the instance `loop` (`shape@work-id`) out of shadow, now or at the
+        next serve start (docs/work.md#graduating-an-instance)."""
+        return graduation.graduate(self.rt, loop, actor, at_restart, note)
+
+    def graduate_binding(
+        self, work_id: str, shape: str, actor: str, at_restart: bool = False, note: str = ""
+    ) -> WorkBinding:
+        return graduation.graduate_bound(self.rt, work_id, shape, actor, at_restart, note)
+
+    def pending_graduations(self) -> list[dict[str, Any]]:
+        """The graduations deferred to the next serve start, oldest first."""
+        return graduation.pending_view(self.rt)
+
+    def graduate_deferred(self) -> list[graduation.Applied]:
+        """Apply the graduations deferred to this serve start, each once; serve's runtime
+        loop calls it before the scheduler's first pass."""
+        return graduation.apply_deferred(self.rt)
 
     def work_overview(self, query: WorkQuery, limit: int = 50) -> list[dict[str, Any]]:
         """The newest items with their bound loops (the inbox's work page)."""

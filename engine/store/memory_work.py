@@ -96,6 +96,10 @@ class WorkTx:
         found = [b for b in self._tables.bindings.values() if b.state != BindingState.DISABLED]
         return take(sorted(found, key=lambda b: (b.created_at, b.binding_id)), limit)
 
+    def pending_graduations(self, limit: int) -> list[WorkBinding]:
+        found = [b for b in self._tables.bindings.values() if b.graduation_requested_at]
+        return take(sorted(found, key=lambda b: (b.graduation_requested_at, b.binding_id)), limit)
+
     @writes
     def update_binding(self, binding: WorkBinding, expect_version: int) -> bool:
         known = self._tables.bindings.get(binding.binding_id)
@@ -107,6 +111,9 @@ class WorkTx:
             updated_at=binding.updated_at,
             version=binding.version,
             last_wake_at=binding.last_wake_at,
+            graduation_requested_by=binding.graduation_requested_by,
+            graduation_requested_at=binding.graduation_requested_at,
+            graduation_note=binding.graduation_note,
         )
         t = self._own()
         t.bindings = t.bindings.set(row.binding_id, row)

@@ -553,6 +553,11 @@ class WorkView(Protocol):
     def live_bindings(self, limit: int) -> list[WorkBinding]:
         """At most `limit` instances that are not disabled, oldest first."""
 
+    def pending_graduations(self, limit: int) -> list[WorkBinding]:
+        """At most `limit` instances whose graduation out of shadow waits for the next
+        serve start (`graduation_requested_at` set), oldest request first
+        (graduation_requested_at, then binding_id)."""
+
 
 class Work(WorkView, Protocol):
     """At most one non-terminal item per semantic key; every change is a
@@ -573,8 +578,9 @@ class Work(WorkView, Protocol):
         taken."""
 
     def update_binding(self, binding: WorkBinding, expect_version: int) -> bool:
-        """Write `binding`'s state, updated_at and version over the stored instance
-        whose version is `expect_version`; False (nothing written) otherwise."""
+        """Write `binding`'s state, pending graduation (its three `graduation_`
+        fields), updated_at and version over the stored instance whose version is
+        `expect_version`; False (nothing written) otherwise."""
 
 
 # ---- reports (read only) --------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Work items in the SQL stores (SQLite and PostgreSQL): the `Work` port of
 engine.store.ports over the named queries of sql/queries.sql (insert_work, get_work,
-live_work_by_key, update_work, page_work). Mixed into `engine.store.sqltx.SqlTx`,
+live_work_by_key, update_work, page_work, and the bindings'). Mixed into `engine.store.sqltx.SqlTx`,
 which gives it its statement helpers."""
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ def binding_params(binding: WorkBinding) -> dict[str, Any]:
         "updated_at": binding.updated_at,
         "version": binding.version,
         "last_wake_at": binding.last_wake_at,
+        "graduation_requested_by": binding.graduation_requested_by,
+        "graduation_requested_at": binding.graduation_requested_at,
+        "graduation_note": binding.graduation_note,
     }
 
 
@@ -133,9 +136,23 @@ class WorkRows:
     def live_bindings(self, limit: int) -> list[WorkBinding]:
         return [binding_of(r) for r in self._all("live_bindings", limit=limit)]
 
+    def pending_graduations(self, limit: int) -> list[WorkBinding]:
+        return [binding_of(r) for r in self._all("pending_graduations", limit=limit)]
+
     def update_binding(self, binding: WorkBinding, expect_version: int) -> bool:
         params = {k: v for k, v in binding_params(binding).items() if k in UPDATED}
         return self._exec("update_binding", expect_version=expect_version, **params) == 1
 
 
-UPDATED = ("binding_id", "state", "updated_at", "version", "last_wake_at")
+UPDATED = frozenset(
+    {
+        "binding_id",
+        "state",
+        "updated_at",
+        "version",
+        "last_wake_at",
+        "graduation_requested_by",
+        "graduation_requested_at",
+        "graduation_note",
+    }
+)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from databases import Factory
+from databases import Factory, real_databases
+from test_store import _create_at
 
 from engine.core.work import WorkBinding, WorkItem, WorkQuery
 
@@ -157,3 +158,91 @@ def test_an_instance_update_is_a_compare_and_set(open_store: Factory) -> None:
         assert tx.get_binding("b-1") == live
         assert [b.binding_id for b in tx.live_bindings(10)] == ["b-1"]
         assert tx.live_bindings(0) == []
+
+
+# ---- a graduation deferred to the next serve start (docs/work.md#graduating-an-instance) --
+
+
+def deferred(b: WorkBinding, minute: int, by: str = "operator:bob") -> WorkBinding:
+    return dataclasses.replace(
+        b,
+        version=b.version + 1,
+        updated_at=at(minute),
+        graduation_requested_by=by,
+        graduation_requested_at=at(minute),
+        graduation_note=f"asked at {minute} ✓",
+    )
+
+
+def test_a_deferred_graduation_is_kept_and_listed_until_cleared(open_store: Factory) -> None:
+    """update_binding writes the pending graduation with the state (compare-and-set as
+    ever); pending_graduations lists the instances that hold one, oldest request first,
+    whatever their state, and forgets one once its mark is cleared."""
+    store = open_store()
+    with store.write() as tx:
+        tx.insert_work(item("w-1"))
+        for n, shape in ((1, "nudge"), (2, "watch"), (3, "keep")):
+            tx.insert_binding(binding(n, shape=shape))
+    first, second = deferred(binding(1), 20), deferred(binding(2, shape="watch"), 10, "ann")
+    with store.write() as tx:
+        assert tx.update_binding(first, 1) and tx.update_binding(second, 1)
+        assert not tx.update_binding(deferred(binding(3, shape="keep"), 5), 2)  # stale
+        assert tx.pending_graduations(10) == [second, first]
+    with open_store().read() as tx:  # another connection reads what was committed
+        assert tx.get_binding("b-1") == first
+        assert [b.binding_id for b in tx.pending_graduations(10)] == ["b-2", "b-1"]
+        assert [b.binding_id for b in tx.pending_graduations(1)] == ["b-2"]
+        assert tx.pending_graduations(0) == []
+    applied = dataclasses.replace(
+        second,
+        state="live",
+        version=3,
+        updated_at=at(30),
+        graduation_requested_by=None,
+        graduation_requested_at=None,
+        graduation_note=None,
+    )
+    disabled = dataclasses.replace(first, state="disabled", version=3)
+    with store.write() as tx:
+        assert tx.update_binding(applied, 2) and tx.update_binding(disabled, 2)
+    with store.read() as tx:
+        assert tx.get_binding("b-2") == applied
+        assert tx.pending_graduations(10) == [disabled]  # disabled, still marked
+        assert tx.live_bindings(10) == [applied, binding(3, shape="keep")]
+
+
+def test_a_binding_inserted_with_a_pending_graduation_reads_back_whole(
+    open_store: Factory,
+) -> None:
+    store = open_store()
+    made = deferred(binding(1), 7)
+    with store.write() as tx:
+        tx.insert_work(item("w-1"))
+        assert tx.insert_binding(made)
+    with store.read() as tx:
+        assert tx.get_binding("b-1") == made and tx.pending_graduations(5) == [made]
+
+
+@real_databases  # migrations are SQL run on a database (the memory store has no schema)
+def test_migration_16_keeps_the_instances_a_version_14_database_holds(
+    open_store: Factory, store_database: str
+) -> None:
+    """An instance bound before graduations could be deferred reads back as it was,
+    with none pending, once a store migrates its database; it then takes a deferral."""
+    _create_at(
+        store_database,
+        14,
+        ("INSERT INTO work_items (work_id, semantic_key, title, state, context, created_by, "
+         "created_at, updated_at) VALUES ('w-1', 'k', 't', 'open', '{}', 'operator:ann', ?, ?)",
+         (at(0), at(0))),
+        ("INSERT INTO work_bindings (binding_id, work_id, shape, request_id, state, created_by, "
+         "created_at, updated_at) VALUES ('b-1', 'w-1', 'nudge', 'req-1', 'shadow', "
+         "'operator:alice', ?, ?)", (at(1), at(1))),
+    )  # fmt: skip
+    store = open_store()
+    with store.write() as tx:
+        assert tx.get_binding("b-1") == binding(1)
+        assert tx.pending_graduations(10) == []
+        assert tx.update_binding(deferred(binding(1), 2), 1)
+    with store.read() as tx:
+        assert tx.pending_graduations(10) == [deferred(binding(1), 2)]

@@ -88,7 +88,7 @@ class World:
         raise AssertionError(f"timed out waiting for {what}")
 
     def bound_live(self) -> str:
-        """A work item with a live instance of `nudge` (graduated in the store)."""
+        """A work item with a live instance of `nudge`, graduated by the operator."""
         status, answer = self.api.call(
             "POST", "/work", {"semanticKey": "repair-42", "title": "Repair it", "summary": "s"}
         )
@@ -98,12 +98,10 @@ class World:
             "POST", f"/work/{work_id}/bind", {"loop": "nudge", "requestId": "r1"}
         )
         assert status == 201, made
-        store = self.api.service.rt.store
-        with store.write() as tx:
-            binding = tx.get_binding(made["binding"]["bindingId"])
-            assert binding is not None
-            live = dataclasses.replace(binding, state="live", version=binding.version + 1)
-            assert tx.update_binding(live, binding.version)
+        status, graduated = self.api.call(
+            "POST", f"/work/{work_id}/bindings/nudge/graduate", {"atRestart": False}
+        )
+        assert status == 200, graduated
         name = f"nudge@{work_id}"
         self.wait("the instance to be scheduled", lambda: self.schedule(name))
         return work_id

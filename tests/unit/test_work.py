@@ -1,10 +1,12 @@
 """The work item machine (engine.core.work, docs/work.md): the transitions table,
 terminal states that never move, existing work first by semantic key, the bounded
-context and the controller lease."""
+context, the controller lease, and an instance's graduation out of shadow."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -144,3 +146,125 @@ def test_an_instance_name_holds_its_shape_and_work_and_no_declared_name() -> Non
     assert work.parse_instance(name) == ("nudge-repair", "work-c35ae169644de8d6")
     assert work.parse_instance("nudge-repair") is None
     assert work.parse_instance("nudge@r1") is None
+
+
+# ---- graduating an instance out of shadow (docs/work.md#graduating-an-instance) ----------
+
+LATER = "2026-12-07T09:00:00.000000Z"
+RULE = "loops/work.rules:3"
+
+
+def instance(state: str = work.BindingState.SHADOW) -> work.WorkBinding:
+    made, created = work.bind(opened(), "nudge", "req-1", None, None, "operator:ann", AT)
+    assert created and made.state == "shadow"
+    return dataclasses.replace(made, state=state)
+
+
+def refusal(
+    b: work.WorkBinding, graduates: bool = True, deferred: bool = False, **kw: Any
+) -> tuple[str, str]:
+    with pytest.raises(Conflict) as refused:
+        work.graduate(b, graduates, deferred, "operator:bob", LATER, allowed_at=RULE, **kw)
+    return refused.value.details["reason"], refused.value.message
+
+
+def test_an_immediate_graduation_makes_the_instance_live() -> None:
+    """Shadow to live, one version later, stamped with the time; nothing is pending."""
+    b = instance()
+    live = work.graduate(b, True, False, "operator:bob", LATER, "reviewed", RULE)
+    assert (live.state, live.version, live.updated_at) == ("live", b.version + 1, LATER)
+    assert not work.is_pending(live) and work.binding_dict(live)["pendingGraduation"] is None
+    assert (live.created_by, live.created_at, live.shape) == (b.created_by, b.created_at, "nudge")
+
+
+def test_a_deferred_graduation_stays_in_shadow_and_records_the_request() -> None:
+    """`--at-restart`: still in shadow, one version later, who asked, when and why;
+    the wire form shows it as pending."""
+    b = instance()
+    deferred = work.graduate(b, True, True, "operator:bob", LATER, "after the freeze", RULE)
+    assert (deferred.state, deferred.version) == ("shadow", b.version + 1)
+    assert work.binding_dict(deferred)["pendingGraduation"] == {
+        "requestedBy": "operator:bob",
+        "requestedAt": LATER,
+        "note": "after the freeze",
+    }
+    assert work.binding_dict(deferred)["loop"] == f"nudge@{b.work_id}"
+
+
+def test_what_does_not_graduate() -> None:
+    """A shape whose rule file does not write `shadow false` (the message says where
+    it would be written), an instance not in shadow, a second deferral, and an instance
+    whose work ended are refused, each with its reason."""
+    reason, message = refusal(instance(), graduates=False)
+    assert reason == "shadow_only" and f"a reviewed `shadow false` in {RULE} allows it" in message
+    assert refusal(instance(), graduates=False, deferred=True)[0] == "shadow_only"
+    for state in ("live", "paused", "disabled"):
+        assert refusal(instance(state))[0] == "not_shadow", state
+        assert refusal(instance(state), deferred=True)[0] == "not_shadow", state
+    pending = work.graduate(instance(), True, True, "operator:ann", AT)
+    reason, message = refusal(pending, deferred=True)
+    assert reason == "graduation_pending" and "operator:ann" in message
+    done = move(opened(), WorkTrigger.COMPLETE, LATER)
+    assert refusal(instance(), work=done)[0] == "illegal_transition"
+
+
+def test_an_immediate_graduation_takes_the_place_of_a_deferred_one() -> None:
+    """Going live now clears the deferral, so the next serve start has nothing to do."""
+    pending = work.graduate(instance(), True, True, "operator:ann", AT)
+    live = work.graduate(pending, True, False, "operator:bob", LATER)
+    assert live.state == "live" and not work.is_pending(live)
+    assert live.version == pending.version + 1
+
+
+def test_a_serve_start_applies_a_deferral_or_drops_it() -> None:
+    """At restart a pending instance still in shadow goes live; one disabled (or paused)
+    meanwhile, or whose shape no longer allows it or left the rules, or whose work
+    ended, only has its mark cleared, with why. Either way one version later and nothing
+    pending; an instance with nothing pending is a caller's bug."""
+    pending = work.graduate(instance(), True, True, "operator:ann", AT)
+    live, dropped = work.graduate_at_restart(pending, True, LATER)
+    assert (live.state, dropped, live.version) == ("live", None, pending.version + 1)
+    assert not work.is_pending(live)
+    done = move(opened(), WorkTrigger.CANCEL, LATER)
+    cases = [
+        (dataclasses.replace(pending, state="disabled"), True, None, "not_shadow"),
+        (dataclasses.replace(pending, state="paused"), True, None, "not_shadow"),
+        (pending, False, None, "shadow_only"),
+        (pending, None, None, "no_shape"),
+        (pending, True, done, "illegal_transition"),
+    ]
+    for b, graduates, item, why in cases:
+        kept, dropped = work.graduate_at_restart(b, graduates, LATER, item)
+        assert (kept.state, dropped) == (b.state, why)
+        assert not work.is_pending(kept) and kept.version == b.version + 1
+    with pytest.raises(ValueError):
+        work.graduate_at_restart(live, True, LATER)
+
+
+@given(
+    st.sampled_from(list(work.BindingState)),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+def test_graduation_only_ever_leaves_shadow_for_live(
+    state: work.BindingState, graduates: bool, deferred: bool, pending: bool
+) -> None:
+    """Whatever the instance and the request, a graduation either is refused with a
+    reason or takes a shadow instance of a shape that allows it to live (now) or keeps
+    it in shadow with the request recorded (deferred); never any other move."""
+    b = instance(state)
+    if pending:
+        b = dataclasses.replace(
+            b, graduation_requested_by="operator:ann", graduation_requested_at=AT
+        )
+    try:
+        after = work.graduate(b, graduates, deferred, "operator:bob", LATER)
+    except Conflict as refused:
+        assert refused.details["reason"] in {"shadow_only", "not_shadow", "graduation_pending"}
+        assert not graduates or state != "shadow" or (deferred and pending)
+        return
+    assert graduates and state == "shadow" and after.version == b.version + 1
+    assert (after.state, work.is_pending(after)) == (
+        ("shadow", True) if deferred else ("live", False)
+    )

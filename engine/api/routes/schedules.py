@@ -37,7 +37,8 @@ async def _json_body(request: web.Request) -> object:
 async def list_schedules(request: web.Request, _: query.Args) -> web.Response:
     operator(request)
     found = await call_read(service(request).schedules)
-    return reply({"schedules": found})
+    pending = await call_read(service(request).pending_graduations)
+    return reply({"schedules": found, "pendingGraduations": pending})
 
 
 @routes.get("/schedules/{loop}")

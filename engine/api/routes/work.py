@@ -71,6 +71,15 @@ class BindWorkBody(BaseModel):
     requestId: str = Field(min_length=1, max_length=MAX_REQUEST_ID)
 
 
+class GraduateBody(BaseModel):
+    """Take the instance out of shadow mode: now, or (`atRestart`) at the next start of
+    `engine serve`, recorded durably; nothing restarts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    atRestart: bool = False
+    note: str = Field(default="", max_length=2000)
+
+
 async def _body(request: web.Request) -> object:
     return parse_json(await read_body(request, settings(request).body_limit), empty={})
 
@@ -138,6 +147,26 @@ async def work_bindings(request: web.Request, _: query.Args) -> web.Response:
     operator(request)
     found = await call_read(service(request).work_bindings, request.match_info["id"])
     return reply({"bindings": [binding_dict(b) for b in found]})
+
+
+@routes.post("/work/{id}/bindings/{shape}/graduate")
+@query.accepts()
+async def graduate_binding(request: web.Request, _: query.Args) -> web.Response:
+    """The instance of {shape} bound to the item leaves shadow mode now, or at the next
+    serve start (`atRestart`): 404 `no_work`, `no_binding`, `no_shape`; 409
+    `shadow_only` (its rule file does not write `shadow false`), `not_shadow`,
+    `graduation_pending`, `illegal_transition` (terminal work)."""
+    actor = operator(request)
+    body = model_body(GraduateBody, await _body(request))
+    made = await call(
+        service(request).graduate_binding,
+        request.match_info["id"],
+        request.match_info["shape"],
+        actor,
+        body.atRestart,
+        body.note,
+    )
+    return reply({"binding": binding_dict(made)})
 
 
 @routes.post("/work/{id}/continue")

@@ -602,9 +602,11 @@ ORDER BY created_at DESC, work_id DESC LIMIT :limit;
 -- A new work-bound loop instance; nothing when its id, its request id or its
 -- (work item, shape) exists.
 INSERT INTO work_bindings (binding_id, work_id, shape, request_id, state, created_by,
-    created_at, updated_at, version, last_wake_at)
+    created_at, updated_at, version, last_wake_at, graduation_requested_by,
+    graduation_requested_at, graduation_note)
 VALUES (:binding_id, :work_id, :shape, :request_id, :state, :created_by,
-    :created_at, :updated_at, :version, :last_wake_at)
+    :created_at, :updated_at, :version, :last_wake_at, :graduation_requested_by,
+    :graduation_requested_at, :graduation_note)
 ON CONFLICT DO NOTHING;
 
 -- name: get_binding
@@ -620,7 +622,15 @@ SELECT * FROM work_bindings WHERE work_id = :work_id ORDER BY created_at, bindin
 SELECT * FROM work_bindings WHERE state <> 'disabled'
 ORDER BY created_at, binding_id LIMIT :limit;
 
+-- name: pending_graduations
+-- Instances whose graduation waits for the next serve start, oldest request first.
+SELECT * FROM work_bindings WHERE graduation_requested_at IS NOT NULL
+ORDER BY graduation_requested_at, binding_id LIMIT :limit;
+
 -- name: update_binding
 UPDATE work_bindings SET state = :state, updated_at = :updated_at, version = :version,
-                         last_wake_at = :last_wake_at
+    last_wake_at = :last_wake_at,
+    graduation_requested_by = :graduation_requested_by,
+    graduation_requested_at = :graduation_requested_at,
+    graduation_note = :graduation_note
 WHERE binding_id = :binding_id AND version = :expect_version;
