@@ -95,7 +95,7 @@ def instance_loop(shape: WorkShape, binding: WorkBinding) -> Loop:
     return replace(
         template,
         name=instance_name(shape.name, binding.work_id),
-        enabled=binding.state in (BindingState.SHADOW, BindingState.LIVE),
+        enabled=binding.state != BindingState.DISABLED,
         singleton=True,
         policy=policy,
         work=WorkBound(
