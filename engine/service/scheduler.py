@@ -11,7 +11,12 @@ Watch loops share the heap: their entries are next polls, not slots (no catch-up
 due one's probe is handed to the probe pool (engine.service.probing) after the slots of
 the pass commit, and its poll is recorded (engine.service.watches) by the first pass
 after it finished; only then is its next poll on the heap, so a loop is polled once at
-a time."""
+a time.
+
+Work-bound instances (docs/work.md#how-an-instance-fires) are loops the rules gain and
+lose at runtime: each pass first reads the bindings (engine.service.instances), and an
+instance made or changed since is reconciled like a loop at start; one whose work ended
+has left the rules, and its heap entries fire nothing."""
 
 from __future__ import annotations
 
